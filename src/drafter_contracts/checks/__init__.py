@@ -1,0 +1,4 @@
+"""Pure contract checks: (shard arrays or dataset metadata, contract) -> CheckResult.
+
+Nothing here knows about pytest; a notebook can call every function directly.
+"""

@@ -1,0 +1,42 @@
+"""Contracts over the whole dataset, answered from metadata alone (no token is read)."""
+
+from __future__ import annotations
+
+from ..config import Contract
+from ..results import CheckResult
+
+
+def check_schema(column_types: dict[str, str], contract: Contract) -> CheckResult:
+    """Exactly the declared columns with the declared Arrow types (extra ones only if allowed)."""
+    problems = []
+    for col, want in contract.columns.items():
+        got = column_types.get(col)
+        if got is None:
+            problems.append(f"missing column {col} ({want})")
+        elif got != want:
+            problems.append(f"{col} is {got}, contract says {want}")
+    extra = [c for c in column_types if c not in contract.columns]
+    if extra and not contract.allow_extra_columns:
+        problems.append(f"extra column{'s' if len(extra) > 1 else ''} {', '.join(extra)} (set allow_extra_columns to accept)")
+    return CheckResult("schema", "dataset", message="; ".join(problems))
+
+
+def check_row_count(num_rows: int, contract: Contract) -> CheckResult:
+    """Row count within the declared tolerance of the expected count."""
+    bounds = contract.count_bounds()
+    if bounds is None:
+        return CheckResult("row_count", "dataset", skipped="no expected_count declared (set it in the contract or pass --expected-count)")
+    low, high = bounds
+    message = ""
+    if not low <= num_rows <= high:
+        diff = num_rows - contract.expected_count
+        share = f"{100.0 * diff / contract.expected_count:+.2f}%" if contract.expected_count else "n/a"
+        message = (f"{num_rows:,} rows, expected {contract.expected_count:,} ± {contract.count_tolerance} "
+                   f"(allowed {low:,}..{high:,}; off by {diff:+,} rows, {share})")
+    return CheckResult("row_count", "dataset", rows_checked=num_rows, message=message)
+
+
+def check_not_empty(num_rows: int) -> CheckResult:
+    """A dataset with no rows trains nothing (speculators once accepted an empty output silently)."""
+    return CheckResult("not_empty", "dataset", rows_checked=num_rows,
+                       message="" if num_rows > 0 else "the dataset has 0 rows")

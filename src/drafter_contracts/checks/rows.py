@@ -1,0 +1,96 @@
+"""Per-row contracts on lengths, nulls, ids and supervision counts, vectorized over a shard."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import Contract
+from ..dataset import ShardArrays
+from ..results import CheckResult, first_per_row, row_result
+from .view import RowView, problem_rows
+
+
+def _whole_rows(check: str, a: ShardArrays, flags: dict[int, tuple[np.ndarray, str]]) -> CheckResult:
+    """Result for row-level defects: ``flags`` maps a reason code to (bool per row, text)."""
+    codes = np.zeros(a.shard.rows, dtype=np.int8)
+    for code in sorted(flags, reverse=True):  # the lowest code wins when a row has several
+        codes[flags[code][0]] = code
+    rows = np.flatnonzero(codes)
+    return row_result(check, a.shard.id, a.shard.rows, rows, np.full(len(rows), -1), codes[rows],
+                      {c: t for c, (_, t) in flags.items()}, a.shard.start)
+
+
+def check_no_nulls(a: ShardArrays) -> CheckResult:
+    """No null row and no null element in any column."""
+    flags: dict[int, tuple[np.ndarray, str]] = {}
+    code = 1
+    for name, col in (("input_ids", a.input_ids), ("loss_mask", a.loss_mask)):
+        if col is None:
+            continue
+        if col.null_rows is not None:
+            flags[code] = (col.null_rows, f"{name} is null")
+        code += 1
+        if col.null_elements is not None:
+            rows = np.zeros(a.shard.rows, dtype=bool)
+            rows[np.searchsorted(col.offsets, np.flatnonzero(col.null_elements), side="right") - 1] = True
+            flags[code] = (rows, f"{name} has null elements")
+        code += 1
+    if a.seq_len_nulls is not None:
+        flags[code] = (a.seq_len_nulls, "seq_len is null")
+    return _whole_rows("no_nulls", a, flags)
+
+
+def check_no_empty_rows(a: ShardArrays) -> CheckResult:
+    """No row with zero tokens (it would crash or silently skew a packed batch)."""
+    return _whole_rows("no_empty_rows", a, {1: (problem_rows(a)["empty"], "row has no tokens")})
+
+
+def check_lengths_agree(a: ShardArrays) -> CheckResult:
+    """``len(input_ids) == len(loss_mask) == seq_len``: a skew shifts every later mask when rows are packed."""
+    p = problem_rows(a)
+    ok_rows = ~(p["null"] | p["empty"])
+    flags: dict[int, tuple[np.ndarray, str]] = {}
+    if a.input_ids is not None and a.loss_mask is not None:
+        flags[1] = (ok_rows & (a.input_ids.lengths != a.loss_mask.lengths), "len(input_ids) != len(loss_mask)")
+    if a.input_ids is not None and a.seq_len is not None:
+        flags[2] = (ok_rows & (a.input_ids.lengths != a.seq_len), "seq_len != len(input_ids)")
+    return _whole_rows("lengths_agree", a, flags)
+
+
+def check_seq_len_bounds(view: RowView, a: ShardArrays, contract: Contract) -> CheckResult:
+    """``min_len <= seq_len <= max_len`` (an unbounded row means truncation did not happen)."""
+    lengths = view.lengths
+    short = lengths < contract.min_len
+    long = lengths > contract.max_len
+    rows = np.flatnonzero(short | long)
+    reasons = np.where(long[rows], 2, 1)
+    return row_result("seq_len_bounds", a.shard.id, len(view.rows), view.rows[rows], np.full(len(rows), -1), reasons,
+                      {1: f"seq_len below min_len {contract.min_len}", 2: f"seq_len above max_len {contract.max_len}"},
+                      a.shard.start)
+
+
+def check_ids_known(view: RowView, a: ShardArrays, known: np.ndarray) -> CheckResult:
+    """Every id is a token of the tokenizer, so every row decodes and embeds to a trained row."""
+    ids = view.ids
+    in_range = (ids >= 0) & (ids < len(known))
+    bad = ~in_range
+    bad[in_range] = ~known[ids[in_range]]
+    rows, first = first_per_row(np.flatnonzero(bad), view.offsets)
+    reasons = np.where(ids[view.offsets[rows] + first] >= len(known), 2, 1) if len(rows) else np.zeros(0, int)
+    return row_result("ids_known", a.shard.id, len(view.rows), view.rows[rows], first, reasons,
+                      {1: "id unknown to the tokenizer", 2: f"id >= tokenizer size {len(known)}"}, a.shard.start)
+
+
+def supervised_per_row(view: RowView) -> np.ndarray:
+    """Supervised-token count of every view row (prefix sums: no per-row loop)."""
+    cs = np.concatenate(([0], np.cumsum(view.mask, dtype=np.int64)))
+    return cs[view.offsets[1:]] - cs[view.offsets[:-1]]
+
+
+def check_min_supervised(view: RowView, a: ShardArrays, contract: Contract) -> CheckResult:
+    """At least ``min_supervised`` tokens per row carry loss; fewer means the row teaches nothing."""
+    counts = supervised_per_row(view)
+    rows = np.flatnonzero(counts < contract.min_supervised)
+    return row_result("min_supervised", a.shard.id, len(view.rows), view.rows[rows], np.full(len(rows), -1),
+                      np.ones(len(rows), dtype=np.int8),
+                      {1: f"fewer than {contract.min_supervised} supervised token(s)"}, a.shard.start)

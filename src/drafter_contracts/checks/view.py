@@ -1,0 +1,82 @@
+"""The rows of a shard that per-row semantic checks may look at.
+
+Rows that are null, empty or whose three lengths disagree are reported by their
+own contract and left out here, so that each corruption is named by exactly one
+contract and a shifted row never misaligns the masks of the rows after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..dataset import ShardArrays
+
+
+@dataclass
+class RowView:
+    """Aligned flat arrays over usable rows: ``ids[offsets[i]:offsets[i+1]]`` is view row i."""
+
+    ids: np.ndarray
+    mask: np.ndarray | None  # bool, aligned with ids; None when loss_mask is missing
+    offsets: np.ndarray
+    rows: np.ndarray  # shard-local row number of each view row
+    seq_len: np.ndarray | None
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @cached_property
+    def row_of_token(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.rows)), self.lengths)
+
+
+def problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:
+    """Boolean per shard row for each row-level defect: null, empty, length disagreement."""
+    n = a.shard.rows
+    null = np.zeros(n, dtype=bool)
+    for col in (a.input_ids, a.loss_mask):
+        if col is None:
+            continue
+        if col.null_rows is not None:
+            null |= col.null_rows
+        if col.null_elements is not None:
+            bad = np.flatnonzero(col.null_elements)
+            null[np.searchsorted(col.offsets, bad, side="right") - 1] = True
+    if a.seq_len_nulls is not None:
+        null |= a.seq_len_nulls
+    ids_len = a.input_ids.lengths if a.input_ids is not None else None
+    empty = np.zeros(n, dtype=bool) if ids_len is None else (ids_len == 0)
+    if a.loss_mask is not None:
+        empty &= a.loss_mask.lengths == 0
+    disagree = np.zeros(n, dtype=bool)
+    if ids_len is not None and a.loss_mask is not None:
+        disagree |= ids_len != a.loss_mask.lengths
+    if ids_len is not None and a.seq_len is not None:
+        disagree |= ids_len != a.seq_len
+    return {"null": null, "empty": empty & ~null, "disagree": disagree & ~null & ~empty}
+
+
+def usable_view(a: ShardArrays) -> RowView | None:
+    """The view over rows free of null/empty/length defects; None without an input_ids column."""
+    if a.input_ids is None:
+        return None
+    p = problem_rows(a)
+    keep = ~(p["null"] | p["empty"] | p["disagree"])
+    ids_col = a.input_ids
+    mask = None
+    if a.loss_mask is not None:
+        mask = a.loss_mask.values
+        mask = mask if mask.dtype == np.bool_ else mask != 0
+    seq_len = a.seq_len
+    if keep.all():
+        return RowView(ids_col.values, mask, ids_col.offsets, np.arange(a.shard.rows), seq_len)
+    lengths = ids_col.lengths
+    ids = ids_col.values[np.repeat(keep, lengths)]
+    if mask is not None:
+        mask = mask[np.repeat(keep, a.loss_mask.lengths)]
+    offsets = np.concatenate(([0], np.cumsum(lengths[keep])))
+    return RowView(ids, mask, offsets, np.flatnonzero(keep), None if seq_len is None else seq_len[keep])

@@ -1,0 +1,219 @@
+"""Read a ``save_to_disk`` directory read-only, plan row shards, and hand shards out as flat numpy.
+
+Nothing here writes: Arrow files are memory-mapped, so pages are file-backed and a
+worker's own memory is bounded by one shard, not by the dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import UsageProblem
+
+_DATA_SUFFIXES = {".parquet", ".jsonl", ".json", ".csv", ".arrow", ".txt", ".pt"}
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A half-open row range [start, stop); the unit pytest parametrizes and xdist spreads."""
+
+    index: int
+    start: int
+    stop: int
+
+    @property
+    def id(self) -> str:
+        return f"shard-{self.index:05d}[{self.start}:{self.stop}]"
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+def plan_shards(num_rows: int, shard_size: int) -> list[Shard]:
+    """Contiguous shards of ``shard_size`` rows (the last may be shorter)."""
+    return [Shard(i, start, min(start + shard_size, num_rows))
+            for i, start in enumerate(range(0, num_rows, shard_size))]
+
+
+@dataclass
+class ListColumn:
+    """One list column of a shard, flattened: ``values[offsets[i]:offsets[i+1]]`` is row i."""
+
+    values: np.ndarray
+    offsets: np.ndarray  # int64, len rows + 1, offsets[0] == 0
+    null_rows: np.ndarray | None  # bool per row, None when the column has no null rows
+    null_elements: np.ndarray | None  # bool per value, None when no value is null
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+@dataclass
+class ShardArrays:
+    """The columns of one shard; a column the dataset lacks is None."""
+
+    shard: Shard
+    input_ids: ListColumn | None
+    loss_mask: ListColumn | None
+    seq_len: np.ndarray | None  # int64 per row (nulls read as 0)
+    seq_len_nulls: np.ndarray | None  # bool per row, None when no nulls
+
+
+def arrow_type_name(t: pa.DataType) -> str:
+    """A short, stable spelling of an Arrow type, as contracts write it ("list<int32>")."""
+    if pa.types.is_large_list(t):
+        return f"large_list<{arrow_type_name(t.value_type)}>"
+    if pa.types.is_list(t):
+        return f"list<{arrow_type_name(t.value_type)}>"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    return str(t)
+
+
+def _list_column(chunked: pa.ChunkedArray) -> ListColumn:
+    arr = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        raise TypeError(f"expected a list column, got {arr.type}")
+    offsets = arr.offsets.to_numpy().astype(np.int64, copy=False)
+    first, last = int(offsets[0]), int(offsets[-1])
+    child = arr.values.slice(first, last - first)
+    null_elements = None
+    if child.null_count:
+        null_elements = child.is_null().to_numpy(zero_copy_only=False)
+        child = child.fill_null(False if pa.types.is_boolean(child.type) else 0)
+    values = child.to_numpy(zero_copy_only=False)
+    null_rows = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
+    return ListColumn(values, offsets - first, null_rows, null_elements)
+
+
+class SavedDataset:
+    """A dataset directory written by ``datasets.Dataset.save_to_disk``, opened read-only."""
+
+    def __init__(self, path: Path, files: list[Path], split: str | None) -> None:
+        self.path = path
+        self.files = files
+        self.split = split
+
+    @cached_property
+    def _tables(self) -> list[pa.Table]:
+        tables = []
+        for f in self.files:
+            try:
+                source = pa.memory_map(str(f), "r")
+                try:
+                    tables.append(pa.ipc.open_stream(source).read_all())
+                except pa.ArrowInvalid:
+                    tables.append(pa.ipc.open_file(source).read_all())
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise UsageProblem(f"{f}: not a readable Arrow file ({exc}); re-save the dataset with datasets.save_to_disk") from None
+        return tables
+
+    @cached_property
+    def table(self) -> pa.Table:
+        """All files as one zero-copy table (chunks point into the memory maps)."""
+        tables = self._tables
+        if not tables:
+            raise UsageProblem(f"{self.path}: state.json lists no data files; re-save the dataset with datasets.save_to_disk")
+        first = tables[0].schema
+        for f, t in zip(self.files[1:], tables[1:]):
+            if not t.schema.equals(first):
+                raise UsageProblem(f"{f}: its schema differs from {self.files[0].name}; the directory mixes two datasets")
+        return pa.concat_tables(tables)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.table.schema
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    def column_types(self) -> dict[str, str]:
+        return {f.name: arrow_type_name(f.type) for f in self.schema}
+
+    def fingerprint(self) -> str:
+        """Cheap identity of the data: file names, sizes and mtimes (no data read)."""
+        h = hashlib.sha256()
+        for f in self.files:
+            st = f.stat()
+            h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+        return h.hexdigest()[:16]
+
+    def read(self, shard: Shard) -> ShardArrays:
+        """The shard's columns as flat numpy arrays (values + offsets)."""
+        part = self.table.slice(shard.start, shard.rows)
+        names = set(part.column_names)
+
+        def list_col(name: str) -> ListColumn | None:
+            if name not in names:
+                return None
+            try:
+                return _list_column(part.column(name))
+            except TypeError:
+                return None
+
+        seq_len = nulls = None
+        if "seq_len" in names:
+            col = part.column("seq_len")
+            if pa.types.is_integer(col.type):
+                arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+                if arr.null_count:
+                    nulls = arr.is_null().to_numpy(zero_copy_only=False)
+                    arr = arr.fill_null(0)
+                seq_len = arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        return ShardArrays(shard, list_col("input_ids"), list_col("loss_mask"), seq_len, nulls)
+
+
+def _arrow_files(folder: Path) -> list[Path]:
+    state = folder / "state.json"
+    try:
+        doc = json.loads(state.read_text("utf-8"))
+        names = [entry["filename"] for entry in doc["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageProblem(f"{state}: unreadable ({exc}); the directory was not written by datasets.save_to_disk") from None
+    files = [folder / n for n in names]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise UsageProblem(f"{folder}: state.json lists {', '.join(missing)} but the file is missing; copy the whole dataset directory")
+    return files
+
+
+def open_dataset(path: str | Path, split: str | None = None) -> SavedDataset:
+    """Open a saved Dataset (or one split of a saved DatasetDict) with clear errors for anything else."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise UsageProblem(f"--dataset-path {path}: no such file or directory; pass the folder written by datasets.save_to_disk")
+    if p.is_file():
+        kind = p.suffix.lower() if p.suffix.lower() in _DATA_SUFFIXES else "a file"
+        raise UsageProblem(f"--dataset-path {path}: is {kind} file, not a folder written by datasets.save_to_disk; "
+                           "load it with datasets and call .save_to_disk(DIR), then pass DIR")
+    dict_file = p / "dataset_dict.json"
+    if dict_file.is_file():
+        try:
+            splits = list(json.loads(dict_file.read_text("utf-8"))["splits"])
+        except (OSError, ValueError, KeyError, TypeError):
+            splits = sorted(d.name for d in p.iterdir() if (d / "state.json").is_file())
+        if split is None:
+            raise UsageProblem(f"--dataset-path {path}: is a DatasetDict with splits {', '.join(splits)}; choose one with --split NAME")
+        if split not in splits:
+            raise UsageProblem(f"--split {split}: not in {path}; its splits are {', '.join(splits)}")
+        return SavedDataset(p / split, _arrow_files(p / split), split)
+    if split is not None:
+        raise UsageProblem(f"--split {split}: {path} is a single Dataset, not a DatasetDict; drop --split")
+    if not (p / "state.json").is_file():
+        hint = ""
+        if any(f.suffix in (".parquet", ".jsonl", ".json") for f in p.iterdir() if f.is_file()):
+            hint = " (it holds parquet/json files: load them with datasets and call .save_to_disk(DIR))"
+        raise UsageProblem(f"--dataset-path {path}: not a saved dataset, no state.json{hint}; pass the folder written by datasets.save_to_disk")
+    return SavedDataset(p, _arrow_files(p), None)

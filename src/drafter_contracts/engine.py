@@ -1,0 +1,182 @@
+"""Runs the checks of one shard at a time, lazily, and keeps only their small results.
+
+Several pytest tests share a shard (one per contract). The first to ask reads the
+shard once; labels are computed once; each check runs only when its test asks.
+Arrays of the previous shard are dropped when the next one is opened, so memory
+is bounded by one shard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from .checks import dataset_level, rows, spans
+from .checks.view import RowView, problem_rows, usable_view
+from .config import Contract
+from .dataset import SavedDataset, Shard, ShardArrays, plan_shards
+from .results import CheckResult
+from .spans import chatml
+from .spans.labels import Labels, Role
+from .vocab import Vocabulary
+
+#: Per-row contracts in the order tests are collected and reported.
+ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "seq_len_bounds", "ids_known",
+              "min_supervised", "turns_well_formed", "mask_on_assistant_spans")
+DATASET_CHECKS = ("schema", "row_count", "not_empty")
+_NEEDS_MASK = {"min_supervised", "mask_on_assistant_spans"}
+_NEEDS_TOKENIZER = {"ids_known", "turns_well_formed", "mask_on_assistant_spans"}
+
+
+class ShardWork:
+    """Lazily computed arrays, view and labels of one shard."""
+
+    def __init__(self, dataset: SavedDataset, shard: Shard, contract: Contract,
+                 profile: chatml.ChatMLProfile | None) -> None:
+        self.dataset, self.shard, self.contract, self.profile = dataset, shard, contract, profile
+
+    @cached_property
+    def arrays(self) -> ShardArrays:
+        return self.dataset.read(self.shard)
+
+    @cached_property
+    def view(self) -> RowView:
+        view = usable_view(self.arrays)
+        assert view is not None  # callers check for input_ids first
+        return view
+
+    @cached_property
+    def labels(self) -> Labels | None:
+        if self.profile is None:
+            return None
+        return chatml.label(self.view.ids, self.view.offsets, self.profile, self.contract.max_len)
+
+    def stats(self) -> dict:
+        """Exact per-shard sums and extremes; the controller adds them up into global figures."""
+        a = self.arrays
+        p = problem_rows(a)
+        lengths = self.view.lengths
+        out: dict = {
+            "shard": self.shard.index,
+            "rows": self.shard.rows,
+            "rows_excluded": int((p["null"] | p["empty"] | p["disagree"]).sum()),
+            "rows_checked": int(len(lengths)),
+            "tokens": int(lengths.sum()),
+            "seq_len_min": int(lengths.min()) if len(lengths) else None,
+            "seq_len_max": int(lengths.max()) if len(lengths) else None,
+            "rows_at_max_len": int((lengths == self.contract.max_len).sum()),
+            "supervised_tokens": int(self.view.mask.sum()) if self.view.mask is not None else None,
+        }
+        labels = self.labels
+        if labels is not None:
+            counts = np.bincount(labels.role, minlength=len(Role))
+            out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
+            out["boundary_tokens"] = int(labels.boundary.sum())
+            if self.view.mask is not None:
+                out["boundary_supervised"] = int((labels.boundary & self.view.mask).sum())
+        return out
+
+
+@dataclass
+class Engine:
+    """Everything a contract run knows: dataset, contract, tokenizer; and the results so far."""
+
+    dataset: SavedDataset
+    contract: Contract
+    vocab: Vocabulary | None
+    profile: chatml.ChatMLProfile | None = None
+    _results: dict[tuple[int, str], CheckResult] = field(default_factory=dict)
+    _stats: dict[int, dict] = field(default_factory=dict)
+    _work: ShardWork | None = None
+
+    def __post_init__(self) -> None:
+        if self.vocab is not None and self.profile is None:
+            self.profile = chatml.ChatMLProfile.from_vocabulary(self.vocab)
+
+    @cached_property
+    def shards(self) -> list[Shard]:
+        return plan_shards(self.dataset.num_rows, self.contract.shard_size)
+
+    @cached_property
+    def column_problems(self) -> dict[str, str]:
+        """Columns the per-row checks cannot use, with the reason (schema failures say more)."""
+        types = {f.name: f.type for f in self.dataset.schema}
+        out: dict[str, str] = {}
+        for name, kind in (("input_ids", "integer"), ("loss_mask", "bool or integer")):
+            t = types.get(name)
+            if t is None:
+                out[name] = f"column {name} is missing (see test_schema)"
+            elif not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not (
+                    pa.types.is_integer(t.value_type) or (kind != "integer" and pa.types.is_boolean(t.value_type))):
+                out[name] = f"column {name} is {t}, not a list of {kind} values (see test_schema)"
+        return out
+
+    def skip_reason(self, check: str) -> str | None:
+        """Why a per-row check cannot run here, or None when it can."""
+        if "input_ids" in self.column_problems:
+            return self.column_problems["input_ids"]
+        if check in _NEEDS_MASK and "loss_mask" in self.column_problems:
+            return self.column_problems["loss_mask"]
+        if check in _NEEDS_TOKENIZER and self.vocab is None:
+            return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
+        return None
+
+    def dataset_check(self, check: str) -> CheckResult:
+        if check == "schema":
+            return dataset_level.check_schema(self.dataset.column_types(), self.contract)
+        if check == "row_count":
+            return dataset_level.check_row_count(self.dataset.num_rows, self.contract)
+        if check == "not_empty":
+            return dataset_level.check_not_empty(self.dataset.num_rows)
+        raise KeyError(check)
+
+    def work(self, shard: Shard) -> ShardWork:
+        if self._work is None or self._work.shard != shard:
+            self._work = None  # drop the previous shard's arrays before reading the next
+            self._work = ShardWork(self.dataset, shard, self.contract, self.profile)
+        return self._work
+
+    def stats(self, shard: Shard) -> dict | None:
+        """Per-shard figures (None when input_ids is unusable)."""
+        if "input_ids" in self.column_problems:
+            return None
+        if shard.index not in self._stats:
+            self._stats[shard.index] = self.work(shard).stats()
+        return self._stats[shard.index]
+
+    def shard_check(self, shard: Shard, check: str) -> CheckResult:
+        key = (shard.index, check)
+        if key not in self._results:
+            reason = self.skip_reason(check)
+            if reason is not None and check not in ("no_nulls", "no_empty_rows", "lengths_agree"):
+                self._results[key] = CheckResult(check, shard.id, skipped=reason)
+            else:
+                self._results[key] = self._run(self.work(shard), check)
+        return self._results[key]
+
+    def _run(self, w: ShardWork, check: str) -> CheckResult:
+        a = w.arrays
+        runners: dict[str, Callable[[], CheckResult]] = {
+            "no_nulls": lambda: rows.check_no_nulls(a),
+            "no_empty_rows": lambda: rows.check_no_empty_rows(a),
+            "lengths_agree": lambda: rows.check_lengths_agree(a),
+            "seq_len_bounds": lambda: rows.check_seq_len_bounds(w.view, a, self.contract),
+            "ids_known": lambda: rows.check_ids_known(w.view, a, self.vocab.known),
+            "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
+            "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
+            "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(w.view, a, w.labels, self.contract),
+        }
+        return runners[check]()
+
+    def row(self, index: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """One row's ids and mask (for explanations): a one-row shard read."""
+        a = self.dataset.read(Shard(-1, index, index + 1))
+        ids = a.input_ids.values if a.input_ids is not None else np.zeros(0, np.int64)
+        mask = None
+        if a.loss_mask is not None:
+            mask = a.loss_mask.values if a.loss_mask.values.dtype == np.bool_ else a.loss_mask.values != 0
+        return ids, mask

@@ -1,0 +1,1 @@
+"""Reports read results; they never recompute anything from the data."""

@@ -1,0 +1,153 @@
+"""summary.json and the terminal summary, built from per-test records and per-shard stats.
+
+Both arrive the same way with or without pytest-xdist (as ``user_properties`` on
+test reports), so ``-n 0`` and ``-n 2`` produce the same figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+RESULT_KEY = "drafter_contracts.result"
+STATS_KEY = "drafter_contracts.stats"
+MAX_SUMMARY_EXAMPLES = 20
+
+
+@dataclass
+class Recorder:
+    """Collects what finished tests reported, keyed so duplicates (re-runs, shared shards) collapse."""
+
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stats: dict[int, dict] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)
+
+    def add(self, nodeid: str, outcome: str, props: dict[str, Any], skip_reason: str | None) -> None:
+        self.outcomes[nodeid] = outcome
+        if STATS_KEY in props and props[STATS_KEY] is not None:
+            self.stats[int(props[STATS_KEY]["shard"])] = props[STATS_KEY]
+        result = props.get(RESULT_KEY)
+        if result is None:
+            return
+        c = self.checks.setdefault(result["check"], {
+            "tests": 0, "passed": 0, "failed": 0, "skipped": 0, "rows_checked": 0, "rows_violating": 0,
+            "by_reason": defaultdict(int), "examples": [], "messages": [], "skip_reasons": []})
+        c["tests"] += 1
+        c[outcome] = c.get(outcome, 0) + 1
+        c["rows_checked"] += result["rows_checked"]
+        c["rows_violating"] += result["rows_violating"]
+        for reason, count in result["by_reason"].items():
+            c["by_reason"][reason] += count
+        c["examples"].extend(result["examples"])
+        if result["message"]:
+            c["messages"].append(result["message"])
+        reason = result["skipped"] or skip_reason
+        if reason and reason not in c["skip_reasons"]:
+            c["skip_reasons"].append(reason)
+
+
+def global_figures(stats: dict[int, dict], num_shards: int) -> dict[str, Any]:
+    """Exact dataset figures from per-shard sums (never a sample)."""
+    parts = [stats[k] for k in sorted(stats)]
+    rows_checked = sum(p["rows_checked"] for p in parts)
+    tokens = sum(p["tokens"] for p in parts)
+    sup = [p["supervised_tokens"] for p in parts if p.get("supervised_tokens") is not None]
+    mins = [p["seq_len_min"] for p in parts if p["seq_len_min"] is not None]
+    maxs = [p["seq_len_max"] for p in parts if p["seq_len_max"] is not None]
+    roles: dict[str, int] = defaultdict(int)
+    for p in parts:
+        for k, v in p.get("role_tokens", {}).items():
+            roles[k] += v
+    out: dict[str, Any] = {
+        "shards_covered": len(parts),
+        "shards_total": num_shards,
+        "complete": len(parts) == num_shards,
+        "rows": sum(p["rows"] for p in parts),
+        "rows_checked": rows_checked,
+        "rows_excluded": sum(p["rows_excluded"] for p in parts),
+        "tokens": tokens,
+        "seq_len_min": min(mins) if mins else None,
+        "seq_len_mean": tokens / rows_checked if rows_checked else None,
+        "seq_len_max": max(maxs) if maxs else None,
+        "rows_at_max_len": sum(p["rows_at_max_len"] for p in parts),
+        "supervised_tokens": sum(sup) if len(sup) == len(parts) and parts else None,
+    }
+    out["supervised_share"] = (out["supervised_tokens"] / tokens) if out["supervised_tokens"] is not None and tokens else None
+    if any("boundary_tokens" in p for p in parts):
+        out["boundary_tokens"] = sum(p.get("boundary_tokens", 0) for p in parts)
+        out["boundary_supervised"] = sum(p.get("boundary_supervised", 0) for p in parts)
+        out["role_tokens"] = dict(sorted(roles.items()))
+    return out
+
+
+def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exit_status: int) -> dict[str, Any]:
+    checks = {}
+    for name, c in recorder.checks.items():
+        verdict = "fail" if c["failed"] else ("skip" if c["skipped"] == c["tests"] else "pass")
+        checks[name] = {
+            "verdict": verdict,
+            **{k: c[k] for k in ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")},
+            "by_reason": dict(c["by_reason"]),
+            "examples": sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES],
+            "messages": c["messages"],
+            "skip_reasons": c["skip_reasons"],
+        }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        **meta,
+        "exit_status": exit_status,
+        "figures": global_figures(recorder.stats, num_shards),
+        "checks": checks,
+    }
+
+
+def write_summary(summary: dict[str, Any], report_dir: Path) -> Path:
+    """Write atomically so a reader never sees half a file."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    target = report_dir / "summary.json"
+    fd, tmp = tempfile.mkstemp(prefix=".summary-", dir=report_dir)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=2, sort_keys=False)
+        fh.write("\n")
+    os.replace(tmp, target)
+    return target
+
+
+def _fmt(v: Any, spec: str = ",") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def terminal_lines(summary: dict[str, Any]) -> list[str]:
+    """The terminal summary: global figures, then one line per contract."""
+    f = summary["figures"]
+    lines = [
+        f"dataset   {summary['dataset']['path']}" + (f" (split {summary['dataset']['split']})" if summary['dataset']['split'] else ""),
+        f"contract  {summary['contract']['name']} ({summary['contract']['source']})",
+        f"tokenizer {summary['tokenizer']['name'] or 'none'}",
+        f"rows {_fmt(summary['dataset']['num_rows'])} · tokens {_fmt(f['tokens'])} · "
+        f"seq_len min/mean/max {_fmt(f['seq_len_min'])}/{_fmt(f['seq_len_mean'], ',.1f')}/{_fmt(f['seq_len_max'])} · "
+        f"at max_len {_fmt(f['rows_at_max_len'])}",
+        f"supervised tokens {_fmt(f['supervised_tokens'])} ({_fmt(f['supervised_share'], '.2%')})"
+        + (f" · header/content boundary tokens {_fmt(f['boundary_tokens'])} ({_fmt(f['boundary_supervised'])} supervised)"
+           if "boundary_tokens" in f else ""),
+    ]
+    if not f["complete"]:
+        lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards (tests were deselected or skipped)")
+    if f["rows_excluded"]:
+        lines.append(f"{f['rows_excluded']:,} rows with null/empty/length defects left out of the other per-row contracts")
+    for name, c in summary["checks"].items():
+        detail = ""
+        if c["verdict"] == "fail":
+            detail = "; ".join(c["messages"]) or f"{c['rows_violating']:,} rows violate"
+        elif c["verdict"] == "skip":
+            detail = "; ".join(c["skip_reasons"])
+        elif c["rows_checked"]:
+            detail = f"{c['rows_checked']:,} rows"
+        lines.append(f"  {c['verdict'].upper():4} {name:<26} {detail}")
+    return lines

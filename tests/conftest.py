@@ -1,0 +1,30 @@
+"""Session fixtures for the project's own tests: the real Qwen3.6 tokenizer and a generated dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
+from drafter_contracts.vocab import Vocabulary, load_vocabulary
+
+FIXTURE_ROWS = 2000
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir() -> Path:
+    return qwen36_tokenizer_dir()
+
+
+@pytest.fixture(scope="session")
+def vocab(tokenizer_dir: Path) -> Vocabulary:
+    return load_vocabulary(str(tokenizer_dir))
+
+
+@pytest.fixture(scope="session")
+def clean_dataset() -> Path:
+    """A 2,000-row dataset rendered through the real chat template (cached across runs)."""
+    from drafter_contracts.fixtures.generate import fixture_dataset_dir
+
+    return fixture_dataset_dir(FIXTURE_ROWS, 0)
