@@ -1,10 +1,12 @@
-"""Repo-local wiring only: hypothesis profiles and pytester. Everything else is in the plugin."""
+"""Repo-local wiring only: hypothesis profiles. Everything else is in the plugin.
+
+Kept free of ``pytest_plugins``: this file is an ancestor of the packaged contract
+suite in an editable install, so pytest may load it when a user checks a dataset.
+"""
 
 import os
 
 from hypothesis import HealthCheck, settings
-
-pytest_plugins = ["pytester"]
 
 settings.register_profile("ci", max_examples=200, derandomize=True, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])

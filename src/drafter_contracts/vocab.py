@@ -143,6 +143,9 @@ def load_vocabulary(name: str) -> Vocabulary:
         return _from_transformers(str(path))
     if path.is_file() and path.name == "tokenizer.json":
         return _from_file(path, name)
-    if path.exists() or name.startswith((".", "/", "~")):
+    if path.exists():
         raise UsageProblem(f"--tokenizer {name}: not a tokenizer directory; pass the folder holding tokenizer.json")
+    if name.startswith((".", "/", "~")):
+        raise UsageProblem(f"--tokenizer {name}: no such directory; pass the folder holding tokenizer.json "
+                           f"or {BUILTIN_PREFIX}{BUILTIN_TOKENIZERS[0]}")
     return _from_transformers(name)

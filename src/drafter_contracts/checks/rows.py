@@ -78,7 +78,8 @@ def check_ids_known(view: RowView, a: ShardArrays, known: np.ndarray) -> CheckRe
     rows, first = first_per_row(np.flatnonzero(bad), view.offsets)
     reasons = np.where(ids[view.offsets[rows] + first] >= len(known), 2, 1) if len(rows) else np.zeros(0, int)
     return row_result("ids_known", a.shard.id, len(view.rows), view.rows[rows], first, reasons,
-                      {1: "id unknown to the tokenizer", 2: f"id >= tokenizer size {len(known)}"}, a.shard.start)
+                      {1: "id not in the tokenizer vocabulary",
+                       2: f"id >= tokenizer size {len(known)} (a padded-embedding id or another tokenizer's?)"}, a.shard.start)
 
 
 def supervised_per_row(view: RowView) -> np.ndarray:

@@ -1,0 +1,131 @@
+"""Check functions called directly, without pytest's plugin: each one catches its defect and only it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from drafter_contracts.checks import dataset_level, rows, spans
+from drafter_contracts.checks.view import usable_view
+from drafter_contracts.config import load_contract, resolve_contract_path
+from drafter_contracts.dataset import Shard, open_dataset
+from drafter_contracts.spans.chatml import ChatMLProfile, label
+
+
+@pytest.fixture(scope="module")
+def contract():
+    return load_contract(resolve_contract_path(None), {"min_len": 5})
+
+
+@pytest.fixture(scope="module")
+def enc(vocab):
+    return lambda text: vocab.backend.encode(text, add_special_tokens=False).ids
+
+
+@pytest.fixture(scope="module")
+def good(enc):
+    """A well-formed row and its correct speculators-0.4-style mask."""
+    head = enc("<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n")
+    body = enc("<think>\nadd\n</think>\n\n4")
+    tail = enc("<|im_end|>\n")
+    return head + body + tail, [False] * len(head) + [True] * len(body) + [False] * len(tail)
+
+
+def shard_of(tmp_path: Path, table: pa.Table):
+    out = tmp_path / "ds"
+    datasets.Dataset(table).save_to_disk(str(out))
+    ds = open_dataset(out)
+    return ds.read(Shard(0, 0, ds.num_rows))
+
+
+def table(rows_: list[tuple[list[int] | None, list[bool] | None, int | None]]) -> pa.Table:
+    return pa.table({
+        "input_ids": pa.array([r[0] for r in rows_], pa.list_(pa.int32())),
+        "loss_mask": pa.array([r[1] for r in rows_], pa.list_(pa.bool_())),
+        "seq_len": pa.array([r[2] for r in rows_], pa.int64()),
+    })
+
+
+def test_clean_rows_pass_everything(tmp_path, good, vocab, contract):
+    ids, mask = good
+    a = shard_of(tmp_path, table([(ids, mask, len(ids))] * 3))
+    v = usable_view(a)
+    labels = label(v.ids, v.offsets, ChatMLProfile.from_vocabulary(vocab), contract.max_len)
+    results = [rows.check_no_nulls(a), rows.check_no_empty_rows(a), rows.check_lengths_agree(a),
+               rows.check_seq_len_bounds(v, a, contract), rows.check_ids_known(v, a, vocab.known),
+               rows.check_min_supervised(v, a, contract), spans.check_turns_well_formed(v, a, labels),
+               spans.check_mask_on_assistant_spans(v, a, labels, contract)]
+    assert all(r.ok for r in results), [r for r in results if not r.ok]
+
+
+def test_each_row_defect_is_named_once(tmp_path, good, vocab, contract):
+    ids, mask = good
+    bad_len = (ids, mask[:-1], len(ids))
+    null_el = (ids, mask[:2] + [None] + mask[3:], len(ids))
+    a = shard_of(tmp_path, table([(ids, mask, len(ids)), bad_len, ([], [], 0), (None, mask, len(ids)), null_el]))
+    assert [e.row for e in rows.check_no_nulls(a).examples] == [3, 4]
+    assert [e.row for e in rows.check_no_empty_rows(a).examples] == [2]
+    assert [e.row for e in rows.check_lengths_agree(a).examples] == [1]
+    v = usable_view(a)
+    assert v.rows.tolist() == [0]
+    assert rows.check_min_supervised(v, a, contract).ok
+
+
+def test_unknown_ids_and_bounds(tmp_path, good, vocab, contract):
+    ids, mask = good
+    padded = list(ids)
+    padded[5] = 248_100  # inside a padded embedding table, unknown to the tokenizer
+    huge = list(ids)
+    huge[6] = 10**9
+    a = shard_of(tmp_path, table([(ids, mask, len(ids)), (padded, mask, len(ids)), (huge, mask, len(ids)),
+                                  (ids[:3], mask[:3], 3)]))
+    v = usable_view(a)
+    r = rows.check_ids_known(v, a, vocab.known)
+    assert [(e.row, e.position) for e in r.examples] == [(1, 5), (2, 6)]
+    assert all(reason.startswith(f"id >= tokenizer size {vocab.size}") for reason in r.by_reason)
+    b = rows.check_seq_len_bounds(v, a, contract)
+    assert [e.row for e in b.examples] == [3]
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda m, ids: [False] + m[:-1], "assistant end-of-turn token supervised"),
+    (lambda m, ids: m[1:] + [False], "turn header supervised"),
+    (lambda m, ids: [i == 3 or x for i, x in enumerate(m)], "user token supervised"),
+    (lambda m, ids: m[:-1] + [True], "newline after assistant end supervised"),
+])
+def test_mask_defects(tmp_path, good, vocab, contract, mutate, reason):
+    ids, mask = good
+    bad = mutate(list(mask), ids)
+    a = shard_of(tmp_path, table([(ids, mask, len(ids)), (ids, bad, len(ids))]))
+    v = usable_view(a)
+    labels = label(v.ids, v.offsets, ChatMLProfile.from_vocabulary(vocab), contract.max_len)
+    r = spans.check_mask_on_assistant_spans(v, a, labels, contract)
+    assert r.rows_violating == 1 and r.examples[0].row == 1
+    assert r.examples[0].reason.startswith(reason)
+
+
+def test_policy_can_allow_the_end_token(tmp_path, good, vocab):
+    ids, mask = good
+    with_end = mask[:-2] + [True, True]  # <|im_end|> and the newline after it, as speculators 0.8+ writes
+    a = shard_of(tmp_path, table([(ids, with_end, len(ids))]))
+    v = usable_view(a)
+    strict = load_contract(resolve_contract_path(None))
+    loose = load_contract(resolve_contract_path(None))
+    loose = type(loose)(**{**loose.__dict__, "mask": type(loose.mask)(end_of_turn=True, newline_after_end=True)})
+    labels = label(v.ids, v.offsets, ChatMLProfile.from_vocabulary(vocab), 4096)
+    assert not spans.check_mask_on_assistant_spans(v, a, labels, strict).ok
+    assert spans.check_mask_on_assistant_spans(v, a, labels, loose).ok
+
+
+def test_dataset_level(contract):
+    assert dataset_level.check_schema({"input_ids": "list<int32>", "loss_mask": "list<bool>", "seq_len": "int64"}, contract).ok
+    r = dataset_level.check_schema({"input_ids": "list<int64>", "loss_mask": "list<bool>", "x": "int64"}, contract)
+    assert "input_ids is list<int64>, contract says list<int32>" in r.message
+    assert "missing column seq_len" in r.message and "extra column x" in r.message
+    assert dataset_level.check_row_count(913_786 - 4_568, contract).ok
+    assert "expected 913,786" in dataset_level.check_row_count(913_786 - 4_569, contract).message
+    assert not dataset_level.check_not_empty(0).ok

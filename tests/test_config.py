@@ -1,0 +1,78 @@
+"""Contract files: precedence, validation, one clear error per mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drafter_contracts.config import Tolerance, builtin_contracts, load_contract, resolve_contract_path
+from drafter_contracts.errors import UsageProblem
+
+MINIMAL = """
+[contract]
+name = "t"
+[schema]
+input_ids = "list<int32>"
+loss_mask = "list<bool>"
+[lengths]
+max_len = 100
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    return p
+
+
+def test_default_contract_states_the_seed_dataset():
+    c = load_contract(resolve_contract_path(None))
+    assert c.name == "qwen3.6-dflash"
+    assert c.expected_count == 913_786 and c.count_bounds() == (913_786 - 4_568, 913_786 + 4_568)
+    assert dict(c.columns) == {"input_ids": "list<int32>", "loss_mask": "list<bool>", "seq_len": "int64"}
+    assert c.max_len == 4096 and c.family == "chatml" and not c.mask.end_of_turn
+
+
+def test_builtin_by_name_and_by_path():
+    assert "qwen3.6-dflash" in builtin_contracts()
+    assert resolve_contract_path("qwen3.6-dflash") == builtin_contracts()["qwen3.6-dflash"]
+
+
+def test_command_line_beats_file_beats_default(tmp_path):
+    c = load_contract(write(tmp_path, MINIMAL + "min_supervised = 3\n"), {"max_len": 50, "min_supervised": None})
+    assert c.max_len == 50  # command line
+    assert c.min_supervised == 3  # file
+    assert c.min_len == 1  # default
+
+
+@pytest.mark.parametrize("raw, expected, rows", [("0.5%", Tolerance(0.5, True), 4568), (10, Tolerance(10, False), 10),
+                                                 ("25", Tolerance(25, False), 25)])
+def test_tolerance(raw, expected, rows):
+    t = Tolerance.parse(raw, "x")
+    assert t == expected and t.rows(913_786) == rows
+
+
+@pytest.mark.parametrize("text, fragment", [
+    (MINIMAL + "colour = 1\n", "unknown key 'colour' in [lengths]"),
+    (MINIMAL + "[extras]\na = 1\n", "unknown table [extras]"),
+    (MINIMAL.replace("max_len = 100", 'max_len = "big"'), "max_len must be int, got str"),
+    (MINIMAL.replace("max_len = 100", "max_len = true"), "max_len must be int, got bool"),
+    (MINIMAL.replace("max_len = 100", ""), "missing required value [lengths] max_len"),
+    (MINIMAL.replace('input_ids = "list<int32>"', 'input_ids = "list<float>"'), "[schema] input_ids must be one of"),
+    (MINIMAL.replace('input_ids = "list<int32>"\n', ""), "must declare column 'input_ids'"),
+    (MINIMAL + "min_len = 200\n", "min_len 200 is larger than max_len 100"),
+    (MINIMAL + '[dataset]\ncount_tolerance = "lots"\n', "count_tolerance must be"),
+    (MINIMAL + '[tokenizer]\nfamily = "llama3"\n', "family 'llama3' is not supported"),
+    ("[contract\nname=", "not valid TOML"),
+])
+def test_bad_contract_files_say_what_is_wrong(tmp_path, text, fragment):
+    with pytest.raises(UsageProblem) as err:
+        load_contract(write(tmp_path, text))
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_contract_file(tmp_path):
+    with pytest.raises(UsageProblem, match="no such file"):
+        resolve_contract_path(str(tmp_path / "nope.toml"))

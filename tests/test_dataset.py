@@ -1,0 +1,74 @@
+"""Opening saved datasets read-only, planning shards, and reading them as flat numpy."""
+
+from __future__ import annotations
+
+import json
+
+import datasets
+import numpy as np
+import pytest
+
+from drafter_contracts.dataset import Shard, open_dataset, plan_shards
+from drafter_contracts.errors import UsageProblem
+
+
+def test_plan_covers_every_row_once():
+    shards = plan_shards(10_001, 1_000)
+    assert [s.id for s in shards[:2]] == ["shard-00000[0:1000]", "shard-00001[1000:2000]"]
+    covered = np.concatenate([np.arange(s.start, s.stop) for s in shards])
+    np.testing.assert_array_equal(covered, np.arange(10_001))
+    assert plan_shards(0, 10) == []
+
+
+def test_shards_read_what_datasets_reads(clean_dataset):
+    ds = open_dataset(clean_dataset)
+    ref = datasets.load_from_disk(str(clean_dataset))
+    assert ds.num_rows == len(ref) and len(ds.files) >= 2
+    # A shard that straddles the two Arrow files.
+    first_file_rows = ds._tables[0].num_rows
+    shard = Shard(0, first_file_rows - 3, first_file_rows + 2)
+    a = ds.read(shard)
+    for local, row in enumerate(range(shard.start, shard.stop)):
+        ids = a.input_ids.values[a.input_ids.offsets[local]:a.input_ids.offsets[local + 1]]
+        mask = a.loss_mask.values[a.loss_mask.offsets[local]:a.loss_mask.offsets[local + 1]]
+        assert ids.tolist() == ref[row]["input_ids"]
+        assert mask.tolist() == ref[row]["loss_mask"]
+        assert a.seq_len[local] == ref[row]["seq_len"]
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(UsageProblem, match="no such file or directory"):
+        open_dataset(tmp_path / "nope")
+
+
+def test_not_a_dataset_folder(tmp_path):
+    with pytest.raises(UsageProblem, match="not a saved dataset, no state.json"):
+        open_dataset(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["data.parquet", "data.jsonl"])
+def test_data_files_are_not_datasets(tmp_path, name):
+    f = tmp_path / name
+    f.write_text("{}")
+    with pytest.raises(UsageProblem, match="save_to_disk"):
+        open_dataset(f)
+
+
+def test_dataset_dict_needs_a_split(tmp_path):
+    dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"input_ids": [[1]]}),
+                               "test": datasets.Dataset.from_dict({"input_ids": [[2]]})})
+    dd.save_to_disk(str(tmp_path / "dd"))
+    with pytest.raises(UsageProblem, match="choose one with --split"):
+        open_dataset(tmp_path / "dd")
+    with pytest.raises(UsageProblem, match="its splits are"):
+        open_dataset(tmp_path / "dd", "valid")
+    assert open_dataset(tmp_path / "dd", "test").num_rows == 1
+
+
+def test_missing_arrow_file(tmp_path):
+    datasets.Dataset.from_dict({"input_ids": [[1]]}).save_to_disk(str(tmp_path / "d"))
+    state = json.loads((tmp_path / "d" / "state.json").read_text())
+    for entry in state["_data_files"]:
+        (tmp_path / "d" / entry["filename"]).unlink()
+    with pytest.raises(UsageProblem, match="is missing"):
+        open_dataset(tmp_path / "d")

@@ -1,0 +1,198 @@
+"""The contract suite run the way users run it: `pytest --dataset-path=DIR` (in-process and in subprocesses).
+
+Each mutant must fail exactly the contracts it corrupts; the clean dataset must
+fail none, with identical results under -n 0 and -n 2; bad input must give one
+line and exit code 4; the dataset folder must be byte-for-byte unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from drafter_contracts.fixtures.mutants import MUTANTS
+
+FIXTURE_ROWS = 2000
+
+
+def run_suite(cwd: Path, *args: str, timeout: int = 600) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """A real `python -m pytest` process; returns it and its summary.json (if written)."""
+    report = cwd / "reports"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--report-dir={report}", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+    summary_file = report / "summary.json"
+    summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
+    return proc, summary
+
+
+def verdicts(summary: dict) -> dict[str, str]:
+    return {name: c["verdict"] for name, c in summary["checks"].items()}
+
+
+def tree_hashes(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def common_args(tokenizer_dir: Path) -> tuple[str, ...]:
+    return (f"--tokenizer={tokenizer_dir}", f"--expected-count={FIXTURE_ROWS}", "--shard-size=400")
+
+
+@pytest.fixture(scope="session")
+def clean_runs(tmp_path_factory, clean_dataset, common_args):
+    """The clean dataset checked with -n 0 and -n 2, and the folder's hashes around the runs."""
+    before = tree_hashes(clean_dataset)
+    out = {}
+    for n in ("0", "2"):
+        cwd = tmp_path_factory.mktemp(f"clean-n{n}")
+        out[n] = run_suite(cwd, f"--dataset-path={clean_dataset}", *common_args, "-n", n)
+    return before, tree_hashes(clean_dataset), out
+
+
+def test_clean_dataset_passes(clean_runs):
+    _, _, runs = clean_runs
+    proc, summary = runs["0"]
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert set(verdicts(summary).values()) == {"pass"}
+    assert len(summary["checks"]) == 11
+    figures = summary["figures"]
+    assert figures["complete"] and figures["rows"] == FIXTURE_ROWS
+    assert 0 < figures["supervised_share"] < 1
+    assert "drafter-contracts" in proc.stdout and "PASS mask_on_assistant_spans" in proc.stdout
+
+
+def test_results_identical_with_two_workers(clean_runs):
+    _, _, runs = clean_runs
+    (p0, s0), (p2, s2) = runs["0"], runs["2"]
+    assert p2.returncode == 0, p2.stdout[-3000:]
+    assert "2 workers" in p2.stdout or "gw1" in p2.stdout
+    assert s0["figures"] == s2["figures"]
+    strip = lambda s: {k: {f: v for f, v in c.items()} for k, c in s["checks"].items()}  # noqa: E731
+    assert strip(s0) == strip(s2)
+
+
+def test_dataset_folder_unchanged(clean_runs, clean_dataset):
+    before, after, _ = clean_runs
+    assert before == after
+    assert not (clean_dataset / "reports").exists()
+
+
+@pytest.fixture(scope="session")
+def mutant_dirs(tmp_path_factory, clean_dataset):
+    root = tmp_path_factory.mktemp("mutants")
+    made = {}
+    for name, make in MUTANTS.items():
+        made[name] = (root / name, make(clean_dataset, root / name, 0))
+    return made
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_each_mutant_is_caught_by_its_contract(pytester, mutant_dirs, common_args, name):
+    folder, mutation = mutant_dirs[name]
+    args = [a for a in common_args if not (a.startswith("--expected-count") and any(
+        e.startswith("--expected-count") for e in mutation.extra_args))]
+    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", *args, *mutation.extra_args,
+                                          "--report-dir=reports", "-p", "no:cacheprovider")
+    summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
+    failed = {f"test_{k}" for k, v in verdicts(summary).items() if v == "fail"}
+    assert failed == set(mutation.expected_failures), result.stdout.str()[-4000:]
+    assert result.ret == 1
+    for test in mutation.expected_failures:
+        assert f"FAILED test_dataset_contracts.py::{test}" in result.stdout.str()
+    # The rows the mutant touched are the rows reported (for row-level corruptions).
+    row_checks = [summary["checks"][t.removeprefix("test_")] for t in mutation.expected_failures]
+    reported = {e["row"] for c in row_checks for e in c["examples"]}
+    if mutation.rows and reported and name not in ("row_count_drop_5pct",):
+        assert reported & set(mutation.rows), (reported, mutation.rows)
+
+
+def test_failure_message_shows_decoded_rows(pytester, mutant_dirs, common_args):
+    folder, mutation = mutant_dirs["mask_user_text"]
+    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", *common_args, "--report-dir=reports",
+                                          "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert "mask_on_assistant_spans: 1 of" in out
+    assert "user token supervised" in out
+    assert "‹user›" in out and "▶⟦" in out and "<|im_start|>" in out
+    assert "first rows: " + str(mutation.rows[0]) in out
+
+
+# --- bad input: one line, exit code 4, no traceback ---------------------------------------------
+
+def _bad_tokenizer(tmp: Path) -> Path:
+    """A loadable tokenizer that is not ChatML (no <|im_start|>)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    out = tmp / "wordlevel"
+    out.mkdir()
+    tok.save(str(out / "tokenizer.json"))
+    return out
+
+
+def _broken_tokenizer(tmp: Path) -> Path:
+    """A directory whose tokenizer.json is not a tokenizer."""
+    out = tmp / "broken"
+    out.mkdir()
+    (out / "tokenizer.json").write_text('{"version": "1.0", "model": 3}')
+    return out
+
+
+BAD_CONTRACT = """[contract]\nname = "x"\n[schema]\ninput_ids = "list<int32>"\nloss_mask = "list<bool>"\n[lengths]\nmax_len = 10\n"""
+
+
+@pytest.fixture(scope="session")
+def bad_inputs(tmp_path_factory, clean_dataset):
+    tmp = tmp_path_factory.mktemp("bad")
+    import datasets
+
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"input_ids": [[1]]})}).save_to_disk(str(tmp / "dd"))
+    (tmp / "data.parquet").write_bytes(b"PAR1")
+    (tmp / "rows.jsonl").write_text("{}\n")
+    (tmp / "unknown_key.toml").write_text(BAD_CONTRACT + "colour = 3\n")
+    (tmp / "wrong_type.toml").write_text(BAD_CONTRACT.replace("max_len = 10", 'max_len = "ten"'))
+    (tmp / "missing.toml").write_text(BAD_CONTRACT.replace("max_len = 10\n", ""))
+    ds = f"--dataset-path={clean_dataset}"
+    return tmp, {
+        "nonexistent path": ([f"--dataset-path={tmp / 'nope'}"], "no such file or directory"),
+        "not a saved dataset": ([f"--dataset-path={tmp}"], "not a saved dataset"),
+        "DatasetDict without --split": ([f"--dataset-path={tmp / 'dd'}"], "choose one with --split"),
+        "parquet file": ([f"--dataset-path={tmp / 'data.parquet'}"], "save_to_disk"),
+        "jsonl file": ([f"--dataset-path={tmp / 'rows.jsonl'}"], "save_to_disk"),
+        "contract unknown key": ([ds, f"--contract={tmp / 'unknown_key.toml'}"], "unknown key 'colour'"),
+        "contract wrong type": ([ds, f"--contract={tmp / 'wrong_type.toml'}"], "max_len must be int"),
+        "contract missing value": ([ds, f"--contract={tmp / 'missing.toml'}"], "missing required value"),
+        "contract file missing": ([ds, f"--contract={tmp / 'none.toml'}"], "no such file"),
+        "tokenizer missing": ([ds, f"--tokenizer={tmp / 'no-tokenizer'}"], "no such directory"),
+        "tokenizer cannot load": ([ds, f"--tokenizer={_broken_tokenizer(tmp)}"], "cannot be loaded"),
+        "tokenizer not ChatML": ([ds, f"--tokenizer={_bad_tokenizer(tmp)}"], "cannot be the ChatML tokenizer"),
+        "bad tolerance": ([ds, "--count-tolerance=lots"], "count_tolerance must be"),
+        "report dir inside dataset": ([ds, f"--report-dir={clean_dataset / 'reports'}"], "dataset is read-only"),
+    }
+
+
+@pytest.mark.parametrize("case", [
+    "nonexistent path", "not a saved dataset", "DatasetDict without --split", "parquet file", "jsonl file",
+    "contract unknown key", "contract wrong type", "contract missing value", "contract file missing",
+    "tokenizer missing", "tokenizer cannot load", "tokenizer not ChatML", "bad tolerance", "report dir inside dataset",
+])
+def test_bad_input_is_one_line_and_exit_4(bad_inputs, case):
+    tmp, cases = bad_inputs
+    args, fragment = cases[case]
+    cwd = tmp / f"run-{case.replace(' ', '-')}"
+    cwd.mkdir(exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, "-n", "0"],
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 4, output
+    assert "Traceback" not in output
+    errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and fragment in errors[0], output
