@@ -16,7 +16,7 @@ import pytest
 
 from .config import Tolerance, load_contract, resolve_contract_path
 from .dataset import Shard, open_dataset
-from .engine import Engine
+from .engine import DATASET_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
 from .report.summary import RESULT_KEY, STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
@@ -86,6 +86,8 @@ def _explicit_dist(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # Registered here too so --strict-markers accepts it when xdist is disabled (-p no:xdist).
+    config.addinivalue_line("markers", "xdist_group(name): run tests of one shard on one xdist worker")
     if not config.getoption("dataset_path"):
         return
     try:
@@ -195,7 +197,8 @@ class ContractRun:
                           "size": vocab.size if vocab else None},
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
         }
-        self.summary = build_summary(meta, self.recorder, len(engine.shards), int(exitstatus))
+        self.summary = build_summary(meta, self.recorder, len(engine.shards), int(exitstatus),
+                                     DATASET_CHECKS + ROW_CHECKS)
         self.summary_path = write_summary(self.summary, Path(session.config.getoption("report_dir")).expanduser())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -86,9 +86,13 @@ def global_figures(stats: dict[int, dict], num_shards: int) -> dict[str, Any]:
     return out
 
 
-def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exit_status: int) -> dict[str, Any]:
+def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exit_status: int,
+                  order: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The summary.json document; ``order`` fixes the order of checks (reports arrive in any order)."""
+    rank = {name: i for i, name in enumerate(order)}
     checks = {}
-    for name, c in recorder.checks.items():
+    for name in sorted(recorder.checks, key=lambda n: (rank.get(n, len(rank)), n)):
+        c = recorder.checks[name]
         verdict = "fail" if c["failed"] else ("skip" if c["skipped"] == c["tests"] else "pass")
         checks[name] = {
             "verdict": verdict,
