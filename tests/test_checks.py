@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import datasets
-import numpy as np
 import pyarrow as pa
 import pytest
 
