@@ -128,3 +128,38 @@ def test_dataset_level(contract):
     assert dataset_level.check_row_count(913_786 - 4_568, contract).ok
     assert "expected 913,786" in dataset_level.check_row_count(913_786 - 4_569, contract).message
     assert not dataset_level.check_not_empty(0).ok
+
+
+def test_wrong_seq_len_does_not_hide_other_defects(tmp_path, good, vocab, contract):
+    ids, mask = good
+    user_supervised = [i == 3 or x for i, x in enumerate(mask)]
+    a = shard_of(tmp_path, table([(ids, user_supervised, len(ids) + 1)]))
+    assert [e.row for e in rows.check_lengths_agree(a).examples] == [0]
+    v = usable_view(a)
+    labels = label(v.ids, v.offsets, ChatMLProfile.from_vocabulary(vocab), contract.max_len)
+    assert spans.check_mask_on_assistant_spans(v, a, labels, contract).rows_violating == 1
+
+
+def test_integer_mask_values_other_than_0_1(tmp_path, good):
+    ids, mask = good
+    as_int = [int(x) for x in mask]
+    label_style = [2 if x else 0 for x in mask]
+    t = pa.table({"input_ids": pa.array([ids, ids], pa.list_(pa.int64())),
+                  "loss_mask": pa.array([as_int, label_style], pa.list_(pa.int64())),
+                  "seq_len": pa.array([len(ids)] * 2, pa.int64())})
+    r = rows.check_mask_values(shard_of(tmp_path, t))
+    assert [(e.row, e.position) for e in r.examples] == [(1, mask.index(True))]
+
+
+def test_wrong_tokenizer_is_refused_before_any_test(clean_dataset, vocab):
+    from dataclasses import replace
+
+    from drafter_contracts.engine import Engine
+
+    contract = load_contract(resolve_contract_path(None))
+    assert Engine(open_dataset(clean_dataset), contract, vocab).coverage_problem() is None
+    small = replace(vocab)
+    small.__dict__["known"] = vocab.known.copy()
+    small.known[1000:248044] = False  # a tokenizer that knows only 1,000 base tokens
+    problem = Engine(open_dataset(clean_dataset), contract, small).coverage_problem()
+    assert problem and "are not its tokens" in problem

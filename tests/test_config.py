@@ -76,3 +76,26 @@ def test_bad_contract_files_say_what_is_wrong(tmp_path, text, fragment):
 def test_missing_contract_file(tmp_path):
     with pytest.raises(UsageProblem, match="no such file"):
         resolve_contract_path(str(tmp_path / "nope.toml"))
+
+
+def test_non_utf8_contract_is_a_usage_error(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_bytes(b'[contract]\nname = "\xff"\n')
+    with pytest.raises(UsageProblem, match="not UTF-8"):
+        load_contract(p)
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ({"shard_size": 0}, "--shard-size"), ({"max_len": -1}, "--max-len"), ({"expected_count": -3}, "--expected-count"),
+])
+def test_bad_command_line_values_name_the_option(override, fragment):
+    with pytest.raises(UsageProblem) as err:
+        load_contract(resolve_contract_path(None), override)
+    assert str(err.value).startswith("command line (") and fragment in str(err.value)
+
+
+def test_count_tolerance_from_the_command_line():
+    c = load_contract(resolve_contract_path(None), {"expected_count": 100, "count_tolerance": "5"})
+    assert c.count_bounds() == (95, 105)
+    with pytest.raises(UsageProblem, match="--count-tolerance"):
+        load_contract(resolve_contract_path(None), {"count_tolerance": "lots"})

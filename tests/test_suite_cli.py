@@ -61,7 +61,7 @@ def test_clean_dataset_passes(clean_runs):
     proc, summary = runs["0"]
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert set(verdicts(summary).values()) == {"pass"}
-    assert len(summary["checks"]) == 11
+    assert len(summary["checks"]) == 12
     figures = summary["figures"]
     assert figures["complete"] and figures["rows"] == FIXTURE_ROWS
     assert 0 < figures["supervised_share"] < 1
@@ -196,3 +196,29 @@ def test_bad_input_is_one_line_and_exit_4(bad_inputs, case):
     assert "Traceback" not in output
     errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and fragment in errors[0], output
+
+
+def test_empty_dataset_saved_by_datasets_is_a_verdict(pytester, clean_dataset, common_args):
+    import datasets
+
+    out = pytester.path / "empty"
+    datasets.load_from_disk(str(clean_dataset)).select([]).save_to_disk(str(out))
+    result = pytester.runpytest_inprocess(f"--dataset-path={out}", *common_args, "--report-dir=reports")
+    summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
+    assert result.ret == 1
+    assert {k for k, v in verdicts(summary).items() if v == "fail"} == {"not_empty", "row_count"}
+
+
+def test_count_tolerance_option(pytester, clean_dataset, tokenizer_dir):
+    base = (f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", "-k", "row_count")
+    assert pytester.runpytest_inprocess(*base, "--expected-count=2004", "--count-tolerance=5").ret == 0
+    assert pytester.runpytest_inprocess(*base, "--expected-count=2006", "--count-tolerance=5").ret == 1
+    assert pytester.runpytest_inprocess(*base, "--expected-count=2100", "--count-tolerance=5%").ret == 0
+
+
+def test_collect_only_keeps_the_last_summary(pytester, clean_dataset, common_args):
+    args = (f"--dataset-path={clean_dataset}", *common_args, "--report-dir=reports")
+    assert pytester.runpytest_inprocess(*args, "-k", "schema").ret == 0
+    before = (pytester.path / "reports" / "summary.json").read_text()
+    result = pytester.runpytest_inprocess(*args, "--collect-only")
+    assert result.ret == 0 and (pytester.path / "reports" / "summary.json").read_text() == before

@@ -159,6 +159,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise UsageProblem(f"contract {path}: not valid TOML ({exc}); fix the file syntax") from None
+    except UnicodeDecodeError:
+        raise UsageProblem(f"contract {path}: not UTF-8 text; save the contract file as UTF-8") from None
     except OSError as exc:
         raise UsageProblem(f"contract {path}: cannot be read ({exc.strerror})") from None
 
@@ -205,7 +207,6 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     where = f"contract {path}"
     doc = _read_toml(path)
     flat = _flatten(doc, where)
-    flat.update({k: v for k, v in (overrides or {}).items() if v is not None})
     mask_kwargs = {k.split(".", 1)[1]: flat.pop(k) for k in list(flat) if k.startswith("mask.")}
     if mask_kwargs.get("boundary_tokens", "allow") not in ("allow", "strict"):
         raise UsageProblem(f"{where}: [mask] boundary_tokens must be 'allow' or 'strict', got {mask_kwargs['boundary_tokens']!r}")
@@ -213,6 +214,13 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
         flat["count_tolerance"] = Tolerance.parse(flat["count_tolerance"], where)
     contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs), **flat)
     _check_values(contract, where)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if not given:
+        return contract
+    if isinstance(given.get("count_tolerance"), str):
+        given["count_tolerance"] = Tolerance.parse(given["count_tolerance"], "--count-tolerance")
+    contract = dataclasses.replace(contract, **given)
+    _check_values(contract, "command line (" + ", ".join("--" + k.replace("_", "-") for k in given) + ")")
     return contract
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -66,6 +66,7 @@ class ShardArrays:
     loss_mask: ListColumn | None
     seq_len: np.ndarray | None  # int64 per row (nulls read as 0)
     seq_len_nulls: np.ndarray | None  # bool per row, None when no nulls
+    cache: dict = field(default_factory=dict)  # derived per-shard facts, computed once
 
 
 def arrow_type_name(t: pa.DataType) -> str:
@@ -124,12 +125,24 @@ class SavedDataset:
         """All files as one zero-copy table (chunks point into the memory maps)."""
         tables = self._tables
         if not tables:
-            raise UsageProblem(f"{self.path}: state.json lists no data files; re-save the dataset with datasets.save_to_disk")
+            return self._empty_table()
         first = tables[0].schema
         for f, t in zip(self.files[1:], tables[1:]):
             if not t.schema.equals(first):
                 raise UsageProblem(f"{f}: its schema differs from {self.files[0].name}; the directory mixes two datasets")
         return pa.concat_tables(tables)
+
+    def _empty_table(self) -> pa.Table:
+        """A saved dataset of 0 rows has no Arrow file; its schema is in dataset_info.json."""
+        info = self.path / "dataset_info.json"
+        try:
+            from datasets import Features
+
+            features = json.loads(info.read_text("utf-8"))["features"]
+            return Features.from_dict(features).arrow_schema.empty_table()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageProblem(f"{self.path}: no data files and no readable features in dataset_info.json ({exc}); "
+                               "re-save the dataset with datasets.save_to_disk") from None
 
     @property
     def schema(self) -> pa.Schema:

@@ -25,10 +25,12 @@ from .spans.labels import Labels, Role
 from .vocab import Vocabulary
 
 #: Per-row contracts in the order tests are collected and reported.
-ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "seq_len_bounds", "ids_known",
+ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_len_bounds", "ids_known",
               "min_supervised", "turns_well_formed", "mask_on_assistant_spans")
 DATASET_CHECKS = ("schema", "row_count", "not_empty")
-_NEEDS_MASK = {"min_supervised", "mask_on_assistant_spans"}
+_NEEDS_MASK = {"mask_values", "min_supervised", "mask_on_assistant_spans"}
+#: Checks that read raw columns, not the view of usable rows.
+_RAW_CHECKS = {"no_nulls", "no_empty_rows", "lengths_agree", "mask_values"}
 _NEEDS_TOKENIZER = {"ids_known", "turns_well_formed", "mask_on_assistant_spans"}
 
 
@@ -154,6 +156,10 @@ class Engine:
             reason = self.skip_reason(check)
             if reason is not None and check not in ("no_nulls", "no_empty_rows", "lengths_agree"):
                 self._results[key] = CheckResult(check, shard.id, skipped=reason)
+            elif check not in _RAW_CHECKS and shard.rows and not len(self.work(shard).view.rows):
+                self._results[key] = CheckResult(check, shard.id, skipped=(
+                    f"all {shard.rows:,} rows of {shard.id} are null, empty or have skewed lengths "
+                    "(see test_no_nulls, test_no_empty_rows, test_lengths_agree)"))
             else:
                 self._results[key] = self._run(self.work(shard), check)
         return self._results[key]
@@ -164,6 +170,7 @@ class Engine:
             "no_nulls": lambda: rows.check_no_nulls(a),
             "no_empty_rows": lambda: rows.check_no_empty_rows(a),
             "lengths_agree": lambda: rows.check_lengths_agree(a),
+            "mask_values": lambda: rows.check_mask_values(a),
             "seq_len_bounds": lambda: rows.check_seq_len_bounds(w.view, a, self.contract),
             "ids_known": lambda: rows.check_ids_known(w.view, a, self.vocab.known),
             "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
@@ -172,11 +179,31 @@ class Engine:
         }
         return runners[check]()
 
-    def row(self, index: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """One row's ids and mask (for explanations): a one-row shard read."""
+    def row(self, index: int) -> tuple[np.ndarray, np.ndarray | None, int | None]:
+        """One row's ids, mask and seq_len (for explanations): a one-row shard read."""
         a = self.dataset.read(Shard(-1, index, index + 1))
         ids = a.input_ids.values if a.input_ids is not None else np.zeros(0, np.int64)
         mask = None
         if a.loss_mask is not None:
             mask = a.loss_mask.values if a.loss_mask.values.dtype == np.bool_ else a.loss_mask.values != 0
-        return ids, mask
+        seq_len = int(a.seq_len[0]) if a.seq_len is not None else None
+        return ids, mask, seq_len
+
+    def coverage_problem(self) -> str | None:
+        """A tokenizer that cannot be the data's: over 1% of the first shard's ids unknown to it.
+
+        A few unknown ids are a data defect (test_ids_known names the rows); most ids
+        unknown means the wrong --tokenizer, which is a usage error, not a data verdict.
+        """
+        if self.vocab is None or "input_ids" in self.column_problems or not self.shards:
+            return None
+        ids = self.dataset.read(self.shards[0]).input_ids.values
+        if not len(ids):
+            return None
+        known = self.vocab.known
+        inside = (ids >= 0) & (ids < len(known))
+        unknown = int(len(ids) - known[ids[inside]].sum())
+        if unknown <= 0.01 * len(ids):
+            return None
+        return (f"--tokenizer {self.vocab.name}: {unknown:,} of {len(ids):,} ids in {self.shards[0].id} are not its tokens "
+                f"(largest id {int(ids.max()):,}, tokenizer size {self.vocab.size:,}); pass the tokenizer that produced the dataset")

@@ -34,12 +34,14 @@ def _clip(text: str) -> str:
 
 def excerpt(ids: np.ndarray, mask: np.ndarray | None, roles: np.ndarray | None, position: int,
             vocab: Vocabulary | None) -> str:
-    """One line: the decoded window of a row around ``position`` (-1: the row's start)."""
+    """One line: the decoded window of a row around ``position`` (-1: the row's start, -2: its end)."""
     n = len(ids)
     focus = position if position >= 0 else 0
     lo, hi = max(0, focus - BEFORE), min(n, focus + AFTER + 1)
-    if position < 0:
+    if position == -1:
         hi = min(n, BEFORE + AFTER)
+    elif position == -2:
+        lo, hi = max(0, n - BEFORE - AFTER), n
     sup = mask[lo:hi] if mask is not None and len(mask) == n else np.zeros(hi - lo, dtype=bool)
     rol = roles[lo:hi] if roles is not None else np.zeros(hi - lo, dtype=np.uint8)
     # Split into runs at every change of (mask, role) and right before the focus token.
@@ -82,10 +84,16 @@ def format_failure(result: CheckResult, engine) -> str:
     more = " …" if result.rows_violating > 10 else ""
     lines.append(f"  first rows: {shown}{more}")
     for v in result.examples[:MAX_EXCERPTS]:
-        ids, mask = engine.row(v.row)
+        ids, mask, seq_len = engine.row(v.row)
         where = f"token {v.position}" if v.position >= 0 else "whole row"
-        lines.append(f"  row {v.row} (seq_len {len(ids)}, {where}): {v.reason}")
+        if mask is not None and len(mask) == len(ids) and seq_len == len(ids):
+            sizes = f"seq_len {len(ids)}"
+        else:
+            sizes = f"len(input_ids) {len(ids)}, len(loss_mask) {'n/a' if mask is None else len(mask)}, seq_len {seq_len}"
+        lines.append(f"  row {v.row} ({sizes}, {where}): {v.reason}")
         roles = _roles(ids, engine.profile, engine.contract.max_len)
-        lines.append("    " + excerpt(ids, mask, roles, v.position, engine.vocab))
+        # A row without enough supervision is best shown by its end, where the reply is.
+        position = -2 if v.position < 0 and result.check == "min_supervised" else v.position
+        lines.append("    " + excerpt(ids, mask, roles, position, engine.vocab))
     lines.append("  " + LEGEND)
     return "\n".join(lines)

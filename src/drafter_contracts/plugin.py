@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .config import Tolerance, load_contract, resolve_contract_path
+from .config import load_contract, resolve_contract_path
 from .dataset import Shard, open_dataset
 from .engine import DATASET_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
@@ -43,10 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
     opt = config.getoption
-    tol = opt("count_tolerance")
     return {
         "expected_count": opt("expected_count"),
-        "count_tolerance": Tolerance.parse(tol, "--count-tolerance") if tol is not None else None,
+        "count_tolerance": opt("count_tolerance"),
         "min_len": opt("min_len"),
         "max_len": opt("max_len"),
         "min_supervised": opt("min_supervised"),
@@ -77,7 +76,11 @@ def build_engine(config: pytest.Config) -> Engine:
     report_dir = Path(config.getoption("report_dir")).expanduser().resolve()
     if report_dir == dataset.path.resolve() or dataset.path.resolve() in report_dir.parents:
         raise UsageProblem(f"--report-dir {report_dir}: is inside the dataset folder; the dataset is read-only, choose another folder")
-    return Engine(dataset, contract, vocab)
+    engine = Engine(dataset, contract, vocab)
+    problem = engine.coverage_problem()
+    if problem:
+        raise UsageProblem(problem)
+    return engine
 
 
 def _explicit_dist(config: pytest.Config) -> bool:
@@ -187,6 +190,8 @@ class ContractRun:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.recorder.checks:
+            return  # no contract test ran (--collect-only, other test paths): keep the last summary
         engine, vocab = self.engine, self.engine.vocab
         meta = {
             "dataset": {"path": str(engine.dataset.path), "split": engine.dataset.split,

@@ -111,10 +111,10 @@ def _from_transformers(name: str) -> Vocabulary:
     try:
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(name)
+        tok = AutoTokenizer.from_pretrained(name, local_files_only=True)  # a CI gate must not depend on a hub
     except Exception as exc:  # anything from hub lookups to missing files
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageProblem(f"--tokenizer {name}: cannot be loaded ({first}); pass a local tokenizer directory "
+        raise UsageProblem(f"--tokenizer {name}: cannot be loaded from local files ({first}); pass a local tokenizer directory "
                            f"(with tokenizer.json) or {BUILTIN_PREFIX}{BUILTIN_TOKENIZERS[0]}") from None
     backend = getattr(tok, "backend_tokenizer", None)
     if backend is None:

@@ -57,6 +57,23 @@ def check_lengths_agree(a: ShardArrays) -> CheckResult:
     return _whole_rows("lengths_agree", a, flags)
 
 
+def check_mask_values(a: ShardArrays) -> CheckResult:
+    """An integer ``loss_mask`` holds only 0 and 1 (speculators writes torch.long masks).
+
+    Label-style values (-100) or counts (2) would be read as "supervised" by a
+    trainer that tests ``!= 0`` and as garbage by one that multiplies.
+    """
+    col = a.loss_mask
+    if col is None or col.values.dtype == np.bool_:
+        return CheckResult("mask_values", a.shard.id, rows_checked=a.shard.rows)
+    bad = (col.values != 0) & (col.values != 1)
+    if col.null_elements is not None:
+        bad &= ~col.null_elements
+    found, first = first_per_row(np.flatnonzero(bad), col.offsets)
+    return row_result("mask_values", a.shard.id, a.shard.rows, found, first, np.ones(len(found), dtype=np.int8),
+                      {1: "loss_mask value other than 0 or 1"}, a.shard.start)
+
+
 def check_seq_len_bounds(view: RowView, a: ShardArrays, contract: Contract) -> CheckResult:
     """``min_len <= seq_len <= max_len`` (an unbounded row means truncation did not happen)."""
     lengths = view.lengths

@@ -1,8 +1,9 @@
 """The rows of a shard that per-row semantic checks may look at.
 
-Rows that are null, empty or whose three lengths disagree are reported by their
-own contract and left out here, so that each corruption is named by exactly one
-contract and a shifted row never misaligns the masks of the rows after it.
+Rows that are null, empty or whose ``input_ids`` and ``loss_mask`` lengths differ
+are reported by their own contract and left out here, so that each corruption is
+named by one contract and a skewed row never misaligns the masks after it. A wrong
+``seq_len`` alone shifts nothing: such rows stay in (``lengths_agree`` names them).
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ class RowView:
 
 
 def problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:
-    """Boolean per shard row for each row-level defect: null, empty, length disagreement."""
+    """Boolean per shard row for each row-level defect: null, empty, ids/mask length skew (cached)."""
+    if "problem_rows" not in a.cache:
+        a.cache["problem_rows"] = _problem_rows(a)
+    return a.cache["problem_rows"]
+
+
+def _problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:
     n = a.shard.rows
     null = np.zeros(n, dtype=bool)
     for col in (a.input_ids, a.loss_mask):
@@ -55,8 +62,6 @@ def problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:
     disagree = np.zeros(n, dtype=bool)
     if ids_len is not None and a.loss_mask is not None:
         disagree |= ids_len != a.loss_mask.lengths
-    if ids_len is not None and a.seq_len is not None:
-        disagree |= ids_len != a.seq_len
     return {"null": null, "empty": empty & ~null, "disagree": disagree & ~null & ~empty}
 
 

@@ -38,6 +38,11 @@ def test_lengths_agree(request, contract_engine, shard):
     check_shard(request, contract_engine, shard, "lengths_agree")
 
 
+def test_mask_values(request, contract_engine, shard):
+    """An integer loss_mask holds only 0 and 1."""
+    check_shard(request, contract_engine, shard, "mask_values")
+
+
 def test_seq_len_bounds(request, contract_engine, shard):
     """min_len <= seq_len <= max_len on every row."""
     check_shard(request, contract_engine, shard, "seq_len_bounds")
