@@ -77,6 +77,8 @@ def build_engine(config: pytest.Config) -> Engine:
     if report_dir == dataset.path.resolve() or dataset.path.resolve() in report_dir.parents:
         raise UsageProblem(f"--report-dir {report_dir}: is inside the dataset folder; the dataset is read-only, choose another folder")
     engine = Engine(dataset, contract, vocab)
+    if vocab is not None:
+        vocab.save_tables()  # the profile has made its lookups: workers start from the cache
     problem = engine.coverage_problem()
     if problem:
         raise UsageProblem(problem)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+import os
+import tempfile
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -18,34 +20,54 @@ from .errors import UsageProblem
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_TOKENIZERS = ("qwen3.6",)
+TABLES_VERSION = 1
 
 
-@dataclass
 class Vocabulary:
-    """A tokenizer reduced to what checks use: which ids exist and how they read."""
+    """A tokenizer reduced to what checks use: which ids exist and how they read.
 
-    name: str
-    backend: object  # tokenizers.Tokenizer
-    fingerprint: str
-    token_to_id: dict[str, int] = field(repr=False)
-    chat_template: str | None = field(default=None, repr=False)
+    Parsing a 33 MB ``tokenizer.json`` and decoding every id costs seconds, paid by
+    every pytest-xdist worker. The derived tables (known ids, newline tokens, the
+    marker lookups a span profile made) are therefore cached per tokenizer content
+    hash, and the tokenizer itself is loaded only when something must be decoded.
+    """
+
+    def __init__(self, name: str, fingerprint: str, load_backend: Callable[[], Any],
+                 chat_template: str | None = None, tables: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self.fingerprint = fingerprint
+        self.chat_template = chat_template
+        self._load_backend = load_backend
+        self._lookups: dict[str, int] = dict(tables["lookups"]) if tables else {}
+        self._from_cache = tables is not None
+        if tables:
+            self.__dict__["known"] = tables["known"]
+            self.__dict__["newline_lead"] = tables["newline_lead"]
+
+    def __repr__(self) -> str:
+        return f"Vocabulary({self.name!r}, fingerprint={self.fingerprint!r})"
 
     @cached_property
+    def backend(self) -> Any:
+        """The ``tokenizers.Tokenizer`` (loaded on first use)."""
+        return self._load_backend()
+
+    @cached_property
+    def token_to_id(self) -> dict[str, int]:
+        return self.backend.get_vocab(with_added_tokens=True)
+
+    @property
     def size(self) -> int:
         """One more than the largest id; ids at or above it are unknown."""
-        return max(self.token_to_id.values()) + 1
+        return len(self.known)
 
     @cached_property
     def known(self) -> np.ndarray:
         """``known[i]`` is True when id ``i`` is a token of this tokenizer (base or added)."""
-        lut = np.zeros(self.size, dtype=bool)
-        lut[np.fromiter(self.token_to_id.values(), dtype=np.int64)] = True
+        ids = np.fromiter(self.token_to_id.values(), dtype=np.int64)
+        lut = np.zeros(int(ids.max()) + 1, dtype=bool)
+        lut[ids] = True
         return lut
-
-    @cached_property
-    def texts(self) -> list[str]:
-        """Each id's own decoded text (special tokens included)."""
-        return self.backend.decode_batch([[i] for i in range(self.size)], skip_special_tokens=False)
 
     @cached_property
     def newline_lead(self) -> np.ndarray:
@@ -54,19 +76,45 @@ class Vocabulary:
         A longer one (``"\\n\\n"``) is the header's newline merged by BPE with the
         content's leading whitespace: a boundary token.
         """
+        texts = self.backend.decode_batch([[i] for i in range(self.size)], skip_special_tokens=False)
         lut = np.zeros(self.size, dtype=bool)
-        for i, text in enumerate(self.texts):
+        for i, text in enumerate(texts):
             if text[:1] == "\n" and text.isspace():
                 lut[i] = True
         return lut
 
+    def _lookup(self, key: str, compute: Callable[[], int | None]) -> int | None:
+        if key not in self._lookups:
+            found = compute()
+            self._lookups[key] = -1 if found is None else found
+        value = self._lookups[key]
+        return None if value < 0 else value
+
     def id_of(self, token: str) -> int | None:
-        return self.token_to_id.get(token)
+        """The id of a token string (added tokens included), or None."""
+        return self._lookup("token:" + token, lambda: self.token_to_id.get(token))
 
     def single_id(self, text: str) -> int | None:
         """The id of ``text`` if it encodes to exactly one token, else None."""
-        ids = self.backend.encode(text, add_special_tokens=False).ids
-        return ids[0] if len(ids) == 1 else None
+        def compute() -> int | None:
+            ids = self.backend.encode(text, add_special_tokens=False).ids
+            return ids[0] if len(ids) == 1 else None
+        return self._lookup("single:" + text, compute)
+
+    def save_tables(self) -> None:
+        """Cache the derived tables for the next process (atomic; errors only cost speed)."""
+        target = _tables_path(self.fingerprint)
+        if self._from_cache and target.is_file():
+            return
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tables-", suffix=".npz", dir=target.parent)
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, known=self.known, newline_lead=self.newline_lead,
+                         lookups=np.array(json.dumps(self._lookups)))
+            os.replace(tmp, target)
+        except OSError:
+            pass
 
     def decode(self, ids: np.ndarray | list[int]) -> str:
         """Decode known ids; unknown ones show as ``<unk:ID>`` instead of raising."""
@@ -85,14 +133,36 @@ class Vocabulary:
         return "".join(out)
 
 
+def _tables_path(fingerprint: str) -> Path:
+    from .fixtures.cache import cache_root
+
+    return cache_root() / "vocab" / f"{fingerprint}-v{TABLES_VERSION}.npz"
+
+
+def _cached_tables(fingerprint: str) -> dict[str, Any] | None:
+    try:
+        with np.load(_tables_path(fingerprint)) as z:
+            return {"known": z["known"], "newline_lead": z["newline_lead"],
+                    "lookups": json.loads(str(z["lookups"]))}
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def _from_file(path: Path, name: str) -> Vocabulary:
     from tokenizers import Tokenizer
 
     raw = path.read_bytes()
-    try:
-        backend = Tokenizer.from_str(raw.decode("utf-8"))
-    except Exception as exc:  # tokenizers raises plain Exception subclasses
-        raise UsageProblem(f"--tokenizer {name}: {path.name} cannot be loaded ({exc}); pass a directory saved by save_pretrained") from None
+    fingerprint = hashlib.sha256(raw).hexdigest()[:16]
+    tables = _cached_tables(fingerprint)
+
+    def load() -> Any:
+        try:
+            return Tokenizer.from_str(raw.decode("utf-8"))
+        except Exception as exc:  # tokenizers raises plain Exception subclasses
+            raise UsageProblem(f"--tokenizer {name}: {path.name} cannot be loaded ({exc}); "
+                               "pass a directory saved by save_pretrained") from None
+
+    backend = None if tables is not None else load()  # no cache: validate the file now
     template = None
     config = path.parent / "tokenizer_config.json"
     jinja = path.parent / "chat_template.jinja"
@@ -103,8 +173,8 @@ def _from_file(path: Path, name: str) -> Vocabulary:
             template = json.loads(config.read_text("utf-8")).get("chat_template")
         except ValueError:
             template = None
-    return Vocabulary(name, backend, hashlib.sha256(raw).hexdigest()[:16],
-                      backend.get_vocab(with_added_tokens=True), template if isinstance(template, str) else None)
+    return Vocabulary(name, fingerprint, (lambda: backend) if backend is not None else load,
+                      template if isinstance(template, str) else None, tables)
 
 
 def _from_transformers(name: str) -> Vocabulary:
@@ -121,8 +191,8 @@ def _from_transformers(name: str) -> Vocabulary:
         raise UsageProblem(f"--tokenizer {name}: only a slow tokenizer is available; save a fast one (tokenizer.json) and pass its directory")
     raw = backend.to_str().encode("utf-8")
     template = getattr(tok, "chat_template", None)
-    return Vocabulary(name, backend, hashlib.sha256(raw).hexdigest()[:16],
-                      backend.get_vocab(with_added_tokens=True), template if isinstance(template, str) else None)
+    return Vocabulary(name, hashlib.sha256(raw).hexdigest()[:16], lambda: backend,
+                      template if isinstance(template, str) else None)
 
 
 @lru_cache(maxsize=4)

@@ -1,0 +1,36 @@
+"""The tokenizer tables: exact against the tokenizer, and cached so xdist workers skip the parse."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from drafter_contracts.spans.chatml import ChatMLProfile
+from drafter_contracts.vocab import _from_file
+
+
+def test_tables_match_the_tokenizer(vocab):
+    assert vocab.size == 248_077 and vocab.known.all()
+    assert vocab.id_of("<|im_start|>") == 248_045 and vocab.id_of("</think>") == 248_069
+    assert vocab.single_id("\n") == 198 and vocab.single_id("hello world") is None
+    nl = np.flatnonzero(vocab.newline_lead)
+    texts = vocab.backend.decode_batch([[int(i)] for i in nl])
+    assert all(t.startswith("\n") and t.isspace() for t in texts)
+    assert {198, vocab.single_id("\n\n")} <= set(nl.tolist())
+
+
+def test_second_process_reads_the_cache_not_the_tokenizer(tmp_path, monkeypatch, tokenizer_dir):
+    monkeypatch.setenv("DRAFTER_CONTRACTS_CACHE", str(tmp_path))
+    first = _from_file(tokenizer_dir / "tokenizer.json", "t")
+    profile = ChatMLProfile.from_vocabulary(first)
+    first.save_tables()
+    assert list((tmp_path / "vocab").glob("*.npz"))
+
+    second = _from_file(tokenizer_dir / "tokenizer.json", "t")
+    again = ChatMLProfile.from_vocabulary(second)
+    assert "backend" not in second.__dict__  # nothing needed the 33 MB tokenizer
+    np.testing.assert_array_equal(second.known, first.known)
+    np.testing.assert_array_equal(second.newline_lead, first.newline_lead)
+    assert (again.start, again.end, again.newline, again.think, again.tool_call) == \
+        (profile.start, profile.end, profile.newline, profile.think, profile.tool_call)
+    np.testing.assert_array_equal(again.role_of_id, profile.role_of_id)
+    assert second.decode([profile.start]) == "<|im_start|>"  # decoding loads it on demand
