@@ -20,6 +20,19 @@ def test_plan_covers_every_row_once():
     assert plan_shards(0, 10) == []
 
 
+def test_plan_caps_tokens_per_shard():
+    lengths = np.array([5, 5, 5, 100, 5, 5, 5, 5], dtype=np.int64)
+    shards = plan_shards(len(lengths), 3, lengths, max_tokens=12)
+    assert [(s.start, s.stop) for s in shards] == [(0, 2), (2, 3), (3, 4), (4, 6), (6, 8)]
+    assert plan_shards(len(lengths), 3, lengths, max_tokens=10**9) == plan_shards(len(lengths), 3)
+
+
+def test_row_lengths_come_from_offsets(clean_dataset):
+    ds = open_dataset(clean_dataset)
+    ref = datasets.load_from_disk(str(clean_dataset))
+    np.testing.assert_array_equal(ds.row_lengths(), np.array(ref["seq_len"]))
+
+
 def test_shards_read_what_datasets_reads(clean_dataset):
     ds = open_dataset(clean_dataset)
     ref = datasets.load_from_disk(str(clean_dataset))

@@ -85,6 +85,8 @@ class Contract:
     vocab_size: int | None = None
     mask: MaskPolicy = field(default_factory=MaskPolicy)
     shard_size: int = 20_000
+    #: Token cap per shard: the span oracle needs ~60 bytes per token, so 8 M tokens ~ 0.5 GB per worker.
+    max_shard_tokens: int = 8_000_000
     description: str = ""
 
     def count_bounds(self) -> tuple[int, int] | None:
@@ -112,6 +114,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "count_tolerance": ((int, float, str), "count_tolerance"),
         "allow_extra_columns": ((bool,), "allow_extra_columns"),
         "shard_size": (_INT, "shard_size"),
+        "max_shard_tokens": (_INT, "max_shard_tokens"),
     },
     "lengths": {
         "min_len": (_INT, "min_len"),
@@ -234,5 +237,7 @@ def _check_values(c: Contract, where: str) -> None:
         raise UsageProblem(f"{where}: min_len {c.min_len} is larger than max_len {c.max_len}")
     if c.shard_size < 1:
         raise UsageProblem(f"{where}: shard_size must be >= 1 row, got {c.shard_size}")
+    if c.max_shard_tokens < 1:
+        raise UsageProblem(f"{where}: max_shard_tokens must be >= 1, got {c.max_shard_tokens}")
     if c.expected_count is not None and c.expected_count < 0:
         raise UsageProblem(f"{where}: expected_count must be >= 0, got {c.expected_count}")

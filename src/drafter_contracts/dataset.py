@@ -37,10 +37,26 @@ class Shard:
         return self.stop - self.start
 
 
-def plan_shards(num_rows: int, shard_size: int) -> list[Shard]:
-    """Contiguous shards of ``shard_size`` rows (the last may be shorter)."""
-    return [Shard(i, start, min(start + shard_size, num_rows))
-            for i, start in enumerate(range(0, num_rows, shard_size))]
+def plan_shards(num_rows: int, shard_size: int, row_lengths: np.ndarray | None = None,
+                max_tokens: int | None = None) -> list[Shard]:
+    """Contiguous shards of at most ``shard_size`` rows and, given row lengths, ``max_tokens`` tokens.
+
+    The token cap keeps a worker's memory bounded by tokens, not rows: 20,000 rows
+    at a 4,096 cap would otherwise be 82 M tokens in one shard. A single row longer
+    than the cap still gets a shard of its own. The loop runs once per shard.
+    """
+    if row_lengths is None or max_tokens is None:
+        return [Shard(i, start, min(start + shard_size, num_rows))
+                for i, start in enumerate(range(0, num_rows, shard_size))]
+    cum = np.concatenate(([0], np.cumsum(row_lengths, dtype=np.int64)))
+    shards: list[Shard] = []
+    start = 0
+    while start < num_rows:
+        by_tokens = int(np.searchsorted(cum, cum[start] + max_tokens, side="right")) - 1
+        stop = max(start + 1, min(start + shard_size, by_tokens, num_rows))
+        shards.append(Shard(len(shards), start, stop))
+        start = stop
+    return shards
 
 
 @dataclass
@@ -151,6 +167,16 @@ class SavedDataset:
     @property
     def num_rows(self) -> int:
         return self.table.num_rows
+
+    def row_lengths(self, column: str = "input_ids") -> np.ndarray | None:
+        """Every row's list length, from the offsets buffers only (no values are read)."""
+        if column not in self.schema.names:
+            return None
+        t = self.schema.field(column).type
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+            return None
+        parts = [np.diff(chunk.offsets.to_numpy()) for chunk in self.table.column(column).chunks]
+        return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
 
     def column_types(self) -> dict[str, str]:
         return {f.name: arrow_type_name(f.type) for f in self.schema}

@@ -101,7 +101,8 @@ class Engine:
 
     @cached_property
     def shards(self) -> list[Shard]:
-        return plan_shards(self.dataset.num_rows, self.contract.shard_size)
+        return plan_shards(self.dataset.num_rows, self.contract.shard_size,
+                           self.dataset.row_lengths(), self.contract.max_shard_tokens)
 
     @cached_property
     def column_problems(self) -> dict[str, str]:
