@@ -85,3 +85,21 @@ def test_missing_arrow_file(tmp_path):
         (tmp_path / "d" / entry["filename"]).unlink()
     with pytest.raises(UsageProblem, match="is missing"):
         open_dataset(tmp_path / "d")
+
+
+def test_shards_spanning_files_keep_nulls_aligned(tmp_path):
+    import pyarrow as pa
+
+    rows = [[1, 2, 3], None, [4], [], [5, None, 6], [7, 8]] * 5
+    t = pa.table({"input_ids": pa.array(rows, pa.list_(pa.int32()))})
+    datasets.Dataset(t).save_to_disk(str(tmp_path / "d"), num_shards=4)
+    ds = open_dataset(tmp_path / "d")
+    assert len(ds.files) == 4
+    for start, stop in [(0, 30), (3, 17), (7, 8), (29, 30)]:
+        col = ds.read(Shard(0, start, stop)).input_ids
+        for i, row in enumerate(rows[start:stop]):
+            got = col.values[col.offsets[i]:col.offsets[i + 1]].tolist()
+            assert got == [0 if x is None else x for x in (row or [])]
+            assert bool(col.null_rows is not None and col.null_rows[i]) == (row is None)
+            if col.null_elements is not None:
+                assert col.null_elements[col.offsets[i]:col.offsets[i + 1]].tolist() == [x is None for x in (row or [])]

@@ -98,10 +98,8 @@ def arrow_type_name(t: pa.DataType) -> str:
     return str(t)
 
 
-def _list_column(chunked: pa.ChunkedArray) -> ListColumn:
-    arr = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
-    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
-        raise TypeError(f"expected a list column, got {arr.type}")
+def _chunk_column(arr: pa.Array) -> ListColumn:
+    """One Arrow list chunk as flat numpy; integer values without nulls are zero-copy views."""
     offsets = arr.offsets.to_numpy().astype(np.int64, copy=False)
     first, last = int(offsets[0]), int(offsets[-1])
     child = arr.values.slice(first, last - first)
@@ -112,6 +110,30 @@ def _list_column(chunked: pa.ChunkedArray) -> ListColumn:
     values = child.to_numpy(zero_copy_only=False)
     null_rows = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
     return ListColumn(values, offsets - first, null_rows, null_elements)
+
+
+def _list_column(chunked: pa.ChunkedArray) -> ListColumn:
+    """A shard's list column; a shard spanning Arrow files is joined with one numpy copy.
+
+    (``combine_chunks`` first would copy the values twice: Arrow, then numpy.)
+    """
+    if not (pa.types.is_list(chunked.type) or pa.types.is_large_list(chunked.type)):
+        raise TypeError(f"expected a list column, got {chunked.type}")
+    parts = [_chunk_column(c) for c in chunked.chunks] or [_chunk_column(pa.array([], chunked.type))]
+    if len(parts) == 1:
+        return parts[0]
+    shifts = np.cumsum([0] + [len(p.values) for p in parts[:-1]])
+    offsets = np.concatenate([parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, shifts)])
+    return ListColumn(np.concatenate([p.values for p in parts]), offsets,
+                      _join_flags([p.null_rows for p in parts], [len(p.offsets) - 1 for p in parts]),
+                      _join_flags([p.null_elements for p in parts], [len(p.values) for p in parts]))
+
+
+def _join_flags(flags: list[np.ndarray | None], sizes: list[int]) -> np.ndarray | None:
+    """Concatenate optional per-chunk flags; None (all False) when no chunk has any."""
+    if all(f is None for f in flags):
+        return None
+    return np.concatenate([f if f is not None else np.zeros(n, dtype=bool) for f, n in zip(flags, sizes)])
 
 
 class SavedDataset:
