@@ -55,16 +55,65 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class MaskPolicy:
-    """Which tokens of an assistant turn may carry ``loss_mask = 1``.
+    """Which tokens of an assistant turn may, and which must, carry ``loss_mask = 1``.
 
-    Content, reasoning and tool-call blocks of assistant turns are always
-    allowed; the end-of-turn token and the newline after it depend on the
-    producer (speculators 0.4-0.7 excludes both, 0.8+ includes both).
+    Producers disagree (see README "Mask policies"): speculators 0.4-0.7 supervises
+    assistant content with reasoning and tool calls but not the end token; generation-tag
+    masks usually add the end token; speculators 0.8+ writes one row per assistant turn and
+    supervises only that turn, end token and newline included. The defaults are the
+    speculators 0.4-0.7 convention with completeness off, which is what contract files
+    written before these keys existed meant.
     """
 
+    content: bool = True  # assistant text outside reasoning and tool-call blocks
+    reasoning_final: bool = True  # <think> block of the row's last assistant turn
+    reasoning_earlier: bool = True  # <think> blocks of earlier assistant turns (templates often drop them)
+    tool_calls: bool = True  # <tool_call> blocks
     end_of_turn: bool = False
     newline_after_end: bool = False
     boundary_tokens: str = "allow"  # "allow" | "strict"
+    turns: str = "all"  # "all" | "last": only the row's last assistant turn may be supervised
+    completeness: str = "off"  # "off" | "all" | "last": eligible tokens of every / the last assistant turn must be supervised
+    #: "context" when the generation prompt already holds the reasoning opener (``<think>`` and its
+    #: newline, Qwen3.5/3.6 templates), so a per-turn producer leaves them unsupervised.
+    reasoning_opener: str = "supervised"  # "supervised" | "context"
+
+    CHOICES = {"boundary_tokens": ("allow", "strict"), "turns": ("all", "last"),
+               "completeness": ("off", "all", "last"), "reasoning_opener": ("supervised", "context")}
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def kind(cls, key: str) -> type:
+        return bool if key not in cls.CHOICES else str
+
+    def validate(self, where: str) -> None:
+        for key, allowed in self.CHOICES.items():
+            if getattr(self, key) not in allowed:
+                raise UsageProblem(f"{where}: [mask] {key} must be one of {', '.join(repr(a) for a in allowed)}, "
+                                   f"got {getattr(self, key)!r}")
+
+
+def parse_mask_overrides(items: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings from ``--mask-policy`` to typed MaskPolicy fields (one-line errors)."""
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip().replace("-", "_"), raw.strip()
+        if not sep or not key:
+            raise UsageProblem(f"--mask-policy {item!r}: expected KEY=VALUE, e.g. --mask-policy completeness=all")
+        if key not in MaskPolicy.keys():
+            raise UsageProblem(f"--mask-policy {item!r}: unknown key '{key}'; allowed: {', '.join(MaskPolicy.keys())}")
+        if MaskPolicy.kind(key) is bool:
+            low = raw.lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise UsageProblem(f"--mask-policy {item!r}: {key} must be true or false, got {raw!r}")
+            out[key] = low in ("true", "1", "yes")
+        else:
+            out[key] = raw
+    return out
 
 
 @dataclass(frozen=True)
@@ -126,11 +175,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "family": ((str,), "family"),
         "vocab_size": (_INT, "vocab_size"),
     },
-    "mask": {
-        "end_of_turn": ((bool,), "mask.end_of_turn"),
-        "newline_after_end": ((bool,), "mask.newline_after_end"),
-        "boundary_tokens": ((str,), "mask.boundary_tokens"),
-    },
+    "mask": {key: ((MaskPolicy.kind(key),), f"mask.{key}") for key in MaskPolicy.keys()},
 }
 _REQUIRED = (("contract", "name"), ("lengths", "max_len"))
 
@@ -211,13 +256,17 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     doc = _read_toml(path)
     flat = _flatten(doc, where)
     mask_kwargs = {k.split(".", 1)[1]: flat.pop(k) for k in list(flat) if k.startswith("mask.")}
-    if mask_kwargs.get("boundary_tokens", "allow") not in ("allow", "strict"):
-        raise UsageProblem(f"{where}: [mask] boundary_tokens must be 'allow' or 'strict', got {mask_kwargs['boundary_tokens']!r}")
+    MaskPolicy(**mask_kwargs).validate(where)
     if "count_tolerance" in flat:
         flat["count_tolerance"] = Tolerance.parse(flat["count_tolerance"], where)
     contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs), **flat)
     _check_values(contract, where)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    mask_given = given.pop("mask", None) or {}
+    if mask_given:
+        policy = dataclasses.replace(contract.mask, **mask_given)
+        policy.validate("--mask-policy")
+        contract = dataclasses.replace(contract, mask=policy)
     if not given:
         return contract
     if isinstance(given.get("count_tolerance"), str):

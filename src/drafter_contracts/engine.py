@@ -26,12 +26,12 @@ from .vocab import Vocabulary
 
 #: Per-row contracts in the order tests are collected and reported.
 ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_len_bounds", "ids_known",
-              "min_supervised", "turns_well_formed", "mask_on_assistant_spans")
+              "min_supervised", "turns_well_formed", "mask_on_assistant_spans", "mask_covers_assistant_spans")
 DATASET_CHECKS = ("schema", "row_count", "not_empty")
-_NEEDS_MASK = {"mask_values", "min_supervised", "mask_on_assistant_spans"}
+_NEEDS_MASK = {"mask_values", "min_supervised", "mask_on_assistant_spans", "mask_covers_assistant_spans"}
 #: Checks that read raw columns, not the view of usable rows.
 _RAW_CHECKS = {"no_nulls", "no_empty_rows", "lengths_agree", "mask_values"}
-_NEEDS_TOKENIZER = {"ids_known", "turns_well_formed", "mask_on_assistant_spans"}
+_NEEDS_TOKENIZER = {"ids_known", "turns_well_formed", "mask_on_assistant_spans", "mask_covers_assistant_spans"}
 
 
 class ShardWork:
@@ -177,6 +177,9 @@ class Engine:
             "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
             "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
             "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(w.view, a, w.labels, self.contract),
+            # mask policy: completeness (skips with its reason when the contract says completeness = "off")
+            "mask_covers_assistant_spans": lambda: spans.check_mask_covers_assistant_spans(
+                w.view, a, w.labels, self.contract, self.profile.newline_lead if self.profile is not None else None),
         }
         return runners[check]()
 

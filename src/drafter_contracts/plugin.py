@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .config import load_contract, resolve_contract_path
+from .config import load_contract, parse_mask_overrides, resolve_contract_path
 from .dataset import Shard, open_dataset
 from .engine import DATASET_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--shard-size", metavar="ROWS", type=int, help="rows per shard (the unit xdist spreads)")
     g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json goes (default: reports/)")
     g.addoption("--split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
+    g.addoption("--mask-policy", metavar="KEY=VALUE", action="append",
+                help="override one [mask] policy key of the contract, repeatable "
+                     "(e.g. --mask-policy completeness=all --mask-policy end_of_turn=true)")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -51,6 +54,7 @@ def _overrides(config: pytest.Config) -> dict[str, Any]:
         "min_supervised": opt("min_supervised"),
         "shard_size": opt("shard_size"),
         "tokenizer": opt("tokenizer"),
+        "mask": parse_mask_overrides(opt("mask_policy")),
     }
 
 

@@ -1,13 +1,16 @@
-"""Contracts that need each token's role: well-formed turns, and loss only on assistant spans."""
+"""Contracts that need each token's role: well-formed turns, loss only on assistant spans, and loss on all of them."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from ..config import Contract, MaskPolicy
 from ..dataset import ShardArrays
 from ..results import CheckResult, first_per_row, row_result
-from ..spans.labels import ASSISTANT_PARTS, ROLE_NAMES, TURN_PROBLEM_TEXT, Labels, Role
+from ..spans.labels import ROLE_NAMES, TURN_PROBLEM_TEXT, Labels, Role
+from . import policy as policy_mod
 from .view import RowView
 
 
@@ -20,31 +23,90 @@ def check_turns_well_formed(view: RowView, a: ShardArrays, labels: Labels) -> Ch
 
 
 def allowed_roles(policy: MaskPolicy) -> np.ndarray:
-    """``allowed[role]``: may a token of this role carry loss under the policy?"""
+    """``allowed[role]`` ignoring which turn a token is in (reasoning counts as allowed if any turn's is)."""
     allowed = np.zeros(len(Role), dtype=bool)
-    allowed[list(ASSISTANT_PARTS)] = True
+    allowed[Role.ASSISTANT] = policy.content
+    allowed[Role.REASONING] = policy.reasoning_final or policy.reasoning_earlier
+    allowed[Role.TOOL_CALL] = policy.tool_calls
     allowed[Role.ASSISTANT_END] = policy.end_of_turn
     allowed[Role.AFTER_ASSISTANT_END] = policy.newline_after_end
     return allowed
 
 
-def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy) -> np.ndarray:
-    """Bool per token: supervised where the policy forbids it."""
-    bad = mask & ~allowed_roles(policy)[labels.role]
+def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
+                           offsets: np.ndarray | None = None) -> np.ndarray:
+    """Bool per token: supervised where the policy forbids it (``offsets`` default: one row)."""
+    if offsets is None:
+        offsets = np.array([0, len(mask)], dtype=np.int64)
+    turns = policy_mod.assistant_turns(labels.role, offsets)
+    bad = mask & ~policy_mod.allowed_tokens(labels, turns, policy)
     if policy.boundary_tokens == "strict":
         bad |= mask & labels.boundary
     return bad
 
 
-def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract) -> CheckResult:
-    """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them."""
-    bad = disallowed_supervision(view.mask, labels, contract.mask)
-    rows, first = first_per_row(np.flatnonzero(bad), view.offsets)
-    roles = labels.role[view.offsets[rows] + first] if len(rows) else np.zeros(0, np.uint8)
+# Reason codes beyond the Role values: supervision that is wrong because of the turn it is in.
+_EARLIER_TURN, _REASONING_FINAL, _REASONING_EARLIER, _BOUNDARY = 100, 101, 102, 103
+
+
+def _reason_text(policy: MaskPolicy) -> dict[int, str]:
     text = {int(r): f"{ROLE_NAMES[r]} token supervised" for r in Role}
     text[int(Role.HEADER)] = "turn header supervised"
+    text[int(Role.ASSISTANT)] = "assistant content supervised (policy: content = false)"
+    text[int(Role.TOOL_CALL)] = "tool-call block supervised (policy: tool_calls = false)"
     text[int(Role.ASSISTANT_END)] = "assistant end-of-turn token supervised (policy: end_of_turn = false)"
     text[int(Role.AFTER_ASSISTANT_END)] = "newline after assistant end supervised (policy: newline_after_end = false)"
     text[int(Role.INJECTED)] = "text after a header injected into an open turn supervised"
-    return row_result("mask_on_assistant_spans", a.shard.id, len(view.rows), view.rows[rows], first, roles, text,
-                      a.shard.start)
+    text[_EARLIER_TURN] = "assistant turn before the row's last supervised (policy: turns = last)"
+    text[_REASONING_FINAL] = "reasoning of the row's last assistant turn supervised (policy: reasoning_final = false)"
+    text[_REASONING_EARLIER] = "reasoning of an earlier assistant turn supervised (policy: reasoning_earlier = false)"
+    text[_BOUNDARY] = "header/content boundary token supervised (policy: boundary_tokens = strict)"
+    return text
+
+
+def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract) -> CheckResult:
+    """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them."""
+    policy = contract.mask
+    bad = disallowed_supervision(view.mask, labels, policy, view.offsets)
+    rows, first = first_per_row(np.flatnonzero(bad), view.offsets)
+    at = view.offsets[rows] + first
+    codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
+    if len(rows):
+        turns = policy_mod.assistant_turns(labels.role, view.offsets)
+        role_ok = policy_mod.allowed_tokens(labels, turns, dataclasses.replace(policy, turns="all"))[at]
+        reasoning = codes == Role.REASONING
+        codes[reasoning] = np.where(turns.last[at[reasoning]], _REASONING_FINAL, _REASONING_EARLIER)
+        earlier = role_ok & ~turns.last[at] & (policy.turns == "last")
+        codes[role_ok & ~earlier] = _BOUNDARY  # an allowed role in an allowed turn: only strict boundaries forbid it
+        codes[earlier] = _EARLIER_TURN
+    return row_result("mask_on_assistant_spans", a.shard.id, len(view.rows), view.rows[rows], first, codes,
+                      _reason_text(policy), a.shard.start)
+
+
+_MISSING_TEXT = {
+    int(Role.ASSISTANT): "assistant content left unsupervised",
+    int(Role.REASONING): "reasoning (<think> block) left unsupervised",
+    int(Role.TOOL_CALL): "tool-call block left unsupervised",
+    int(Role.ASSISTANT_END): "assistant end-of-turn token left unsupervised (policy: end_of_turn = true)",
+    int(Role.AFTER_ASSISTANT_END): "newline after assistant end left unsupervised (policy: newline_after_end = true)",
+}
+
+
+def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
+                                      newline_lead: np.ndarray | None = None) -> CheckResult:
+    """Every token the policy makes eligible is supervised (``completeness`` = all | last)."""
+    policy = contract.mask
+    if policy.completeness == "off":
+        return CheckResult("mask_covers_assistant_spans", a.shard.id, skipped=(
+            "mask completeness not declared: set [mask] completeness = \"all\" or \"last\" in the contract, "
+            "or --mask-policy completeness=all"))
+    turns = policy_mod.assistant_turns(labels.role, view.offsets)
+    need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len, newline_lead)
+    missing = need & ~view.mask
+    rows, first = first_per_row(np.flatnonzero(missing), view.offsets)
+    codes = labels.role[view.offsets[rows] + first] if len(rows) else np.zeros(0, np.uint8)
+    text = {int(r): f"{ROLE_NAMES[r]} token left unsupervised" for r in Role} | _MISSING_TEXT
+    scope = "every assistant turn" if policy.completeness == "all" else "the row's last assistant turn"
+    text = {k: f"{v} ({scope} must be supervised)" for k, v in text.items()}
+    return row_result("mask_covers_assistant_spans", a.shard.id, len(view.rows), view.rows[rows], first, codes,
+                      text, a.shard.start)

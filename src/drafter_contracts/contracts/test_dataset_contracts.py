@@ -66,3 +66,8 @@ def test_turns_well_formed(request, contract_engine, shard):
 def test_mask_on_assistant_spans(request, contract_engine, shard):
     """loss_mask is true only on assistant spans allowed by the mask policy."""
     check_shard(request, contract_engine, shard, "mask_on_assistant_spans")
+
+
+def test_mask_covers_assistant_spans(request, contract_engine, shard):
+    """Every assistant token the mask policy makes eligible is supervised (skipped when completeness is off)."""
+    check_shard(request, contract_engine, shard, "mask_covers_assistant_spans")

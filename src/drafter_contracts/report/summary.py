@@ -153,5 +153,5 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
             detail = "; ".join(c["skip_reasons"])
         elif c["rows_checked"]:
             detail = f"{c['rows_checked']:,} rows"
-        lines.append(f"  {c['verdict'].upper():4} {name:<26} {detail}")
+        lines.append(f"  {c['verdict'].upper():4} {name:<28} {detail}")
     return lines

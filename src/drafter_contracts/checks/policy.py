@@ -1,0 +1,119 @@
+"""The mask policy applied to role labels: which tokens may be supervised, and which must be.
+
+Turn structure comes from the role array alone, so any labeller that keeps the
+shared conventions (a header is ``Role.HEADER``; an assistant body is ASSISTANT /
+REASONING / TOOL_CALL; then ASSISTANT_END and AFTER_ASSISTANT_END) gets per-turn
+policies for free. An assistant turn is a run of assistant-turn roles: runs are
+broken by headers, other roles and row starts. Everything is vectorized over the
+shard: one ``cumsum`` numbers the turns, one comparison of neighbours finds each
+row's last turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import Contract, MaskPolicy
+from ..spans.labels import Labels, Role
+
+#: Roles that belong to an assistant turn once its header is done.
+TURN_ROLES = (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL, Role.ASSISTANT_END, Role.AFTER_ASSISTANT_END)
+_IS_TURN = np.zeros(256, dtype=bool)
+_IS_TURN[list(TURN_ROLES)] = True
+
+
+@dataclass
+class AssistantTurns:
+    """Per token: is it in an assistant turn, which one (shard-global index, -1 outside), is it its row's last."""
+
+    in_turn: np.ndarray  # bool
+    index: np.ndarray  # int64, -1 outside assistant turns
+    last: np.ndarray  # bool: in the last assistant turn of its row
+    starts: np.ndarray  # flat position of each turn's first token
+    row_of_turn: np.ndarray  # view row of each turn
+
+
+def assistant_turns(role: np.ndarray, offsets: np.ndarray) -> AssistantTurns:
+    """Number the assistant turns of a shard from its role labels."""
+    n = len(role)
+    in_turn = _IS_TURN[role]
+    prev = np.zeros(n, dtype=bool)
+    if n:
+        prev[1:] = in_turn[:-1]
+        firsts = offsets[:-1][np.diff(offsets) > 0]
+        prev[firsts] = False  # a row start always opens a new run
+    start = in_turn & ~prev
+    index = np.cumsum(start, dtype=np.int64) - 1
+    index = np.where(in_turn, index, -1)
+    starts = np.flatnonzero(start)
+    row_of_turn = np.searchsorted(offsets, starts, side="right") - 1
+    is_last_turn = np.ones(len(starts), dtype=bool)
+    is_last_turn[:-1] = row_of_turn[1:] != row_of_turn[:-1]
+    last = in_turn & is_last_turn[np.maximum(index, 0)] if len(starts) else np.zeros(n, dtype=bool)
+    return AssistantTurns(in_turn, index, last, starts, row_of_turn)
+
+
+def _role_table(policy: MaskPolicy) -> np.ndarray:
+    """``allowed[role]`` for roles whose permission does not depend on the turn (reasoning does)."""
+    allowed = np.zeros(256, dtype=bool)
+    allowed[Role.ASSISTANT] = policy.content
+    allowed[Role.TOOL_CALL] = policy.tool_calls
+    allowed[Role.ASSISTANT_END] = policy.end_of_turn
+    allowed[Role.AFTER_ASSISTANT_END] = policy.newline_after_end
+    return allowed
+
+
+def allowed_tokens(labels: Labels, turns: AssistantTurns, policy: MaskPolicy) -> np.ndarray:
+    """Bool per token: may carry loss under the policy (soundness)."""
+    allowed = _role_table(policy)[labels.role]
+    reasoning = labels.role == Role.REASONING
+    allowed |= reasoning & np.where(turns.last, policy.reasoning_final, policy.reasoning_earlier)
+    allowed &= turns.in_turn  # roles outside assistant turns are never allowed (belt and braces)
+    if policy.turns == "last":
+        allowed &= turns.last
+    return allowed
+
+
+def _opener_tokens(ids: np.ndarray, labels: Labels, newline_lead: np.ndarray | None) -> np.ndarray:
+    """The reasoning opener: the first REASONING token of each block and, if whitespace with a newline, the next."""
+    role = labels.role
+    reasoning = role == Role.REASONING
+    prev = np.zeros(len(role), dtype=bool)
+    prev[1:] = reasoning[:-1]
+    first = reasoning & ~prev
+    out = first.copy()
+    if newline_lead is not None and len(ids):
+        nxt = np.flatnonzero(first) + 1
+        nxt = nxt[nxt < len(ids)]
+        ok = reasoning[nxt] & newline_lead[np.clip(ids[nxt], 0, len(newline_lead) - 1)]
+        out[nxt[ok]] = True
+    return out
+
+
+def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns: AssistantTurns,
+                    policy: MaskPolicy, max_len: int, newline_lead: np.ndarray | None = None) -> np.ndarray:
+    """Bool per token: must be supervised under the policy's completeness (all False when off).
+
+    Eligible tokens are the allowed ones, minus boundary tokens (they belong to the header
+    as much as to the content) and, with ``reasoning_opener = "context"``, the opener a
+    generation prompt already holds. With ``completeness = "last"``, a row cut at max_len
+    whose last token is outside an assistant turn lost its last turn to the cut: its
+    visible turns are context, so nothing in it is required.
+    """
+    n = len(ids)
+    if policy.completeness == "off" or n == 0:
+        return np.zeros(n, dtype=bool)
+    need = allowed_tokens(labels, turns, policy) & ~labels.boundary
+    if policy.reasoning_opener == "context":
+        need &= ~_opener_tokens(ids, labels, newline_lead)
+    if policy.completeness == "last":
+        need &= turns.last
+        lengths = np.diff(offsets)
+        nonempty = lengths > 0
+        last_tok = offsets[1:][nonempty] - 1
+        cut_elsewhere = np.zeros(len(lengths), dtype=bool)
+        cut_elsewhere[nonempty] = (lengths[nonempty] >= max_len) & ~turns.in_turn[last_tok]
+        need &= ~np.repeat(cut_elsewhere, lengths)
+    return need
