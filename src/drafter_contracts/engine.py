@@ -176,7 +176,8 @@ class Engine:
             "ids_known": lambda: rows.check_ids_known(w.view, a, self.vocab.known),
             "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
             "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
-            "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(w.view, a, w.labels, self.contract),
+            "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(
+                w.view, a, w.labels, self.contract, self.profile.newline_lead if self.profile is not None else None),
             # mask policy: completeness (skips with its reason when the contract says completeness = "off")
             "mask_covers_assistant_spans": lambda: spans.check_mask_covers_assistant_spans(
                 w.view, a, w.labels, self.contract, self.profile.newline_lead if self.profile is not None else None),

@@ -65,18 +65,25 @@ def _role_table(policy: MaskPolicy) -> np.ndarray:
     return allowed
 
 
-def allowed_tokens(labels: Labels, turns: AssistantTurns, policy: MaskPolicy) -> np.ndarray:
-    """Bool per token: may carry loss under the policy (soundness)."""
+def allowed_tokens(labels: Labels, turns: AssistantTurns, policy: MaskPolicy,
+                   opener: np.ndarray | None = None) -> np.ndarray:
+    """Bool per token: may carry loss under the policy (soundness).
+
+    ``opener`` (from :func:`opener_tokens`) marks reasoning openers; with
+    ``reasoning_opener = "context"`` they belong to the generation prompt and may not.
+    """
     allowed = _role_table(policy)[labels.role]
     reasoning = labels.role == Role.REASONING
     allowed |= reasoning & np.where(turns.last, policy.reasoning_final, policy.reasoning_earlier)
     allowed &= turns.in_turn  # roles outside assistant turns are never allowed (belt and braces)
     if policy.turns == "last":
         allowed &= turns.last
+    if policy.reasoning_opener == "context" and opener is not None:
+        allowed &= ~opener
     return allowed
 
 
-def _opener_tokens(ids: np.ndarray, labels: Labels, newline_lead: np.ndarray | None) -> np.ndarray:
+def opener_tokens(ids: np.ndarray, labels: Labels, newline_lead: np.ndarray | None) -> np.ndarray:
     """The reasoning opener: the first REASONING token of each block and, if whitespace with a newline, the next."""
     role = labels.role
     reasoning = role == Role.REASONING
@@ -105,9 +112,8 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
     n = len(ids)
     if policy.completeness == "off" or n == 0:
         return np.zeros(n, dtype=bool)
-    need = allowed_tokens(labels, turns, policy) & ~labels.boundary
-    if policy.reasoning_opener == "context":
-        need &= ~_opener_tokens(ids, labels, newline_lead)
+    opener = opener_tokens(ids, labels, newline_lead) if policy.reasoning_opener == "context" else None
+    need = allowed_tokens(labels, turns, policy, opener) & ~labels.boundary
     if policy.completeness == "last":
         need &= turns.last
         lengths = np.diff(offsets)

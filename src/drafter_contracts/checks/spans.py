@@ -34,19 +34,26 @@ def allowed_roles(policy: MaskPolicy) -> np.ndarray:
 
 
 def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
-                           offsets: np.ndarray | None = None) -> np.ndarray:
-    """Bool per token: supervised where the policy forbids it (``offsets`` default: one row)."""
+                           offsets: np.ndarray | None = None, ids: np.ndarray | None = None,
+                           newline_lead: np.ndarray | None = None) -> np.ndarray:
+    """Bool per token: supervised where the policy forbids it (``offsets`` default: one row).
+
+    ``ids`` (and ``newline_lead``) let ``reasoning_opener = "context"`` find the openers.
+    """
     if offsets is None:
         offsets = np.array([0, len(mask)], dtype=np.int64)
     turns = policy_mod.assistant_turns(labels.role, offsets)
-    bad = mask & ~policy_mod.allowed_tokens(labels, turns, policy)
+    opener = None
+    if policy.reasoning_opener == "context" and ids is not None:
+        opener = policy_mod.opener_tokens(ids, labels, newline_lead)
+    bad = mask & ~policy_mod.allowed_tokens(labels, turns, policy, opener)
     if policy.boundary_tokens == "strict":
         bad |= mask & labels.boundary
     return bad
 
 
 # Reason codes beyond the Role values: supervision that is wrong because of the turn it is in.
-_EARLIER_TURN, _REASONING_FINAL, _REASONING_EARLIER, _BOUNDARY = 100, 101, 102, 103
+_EARLIER_TURN, _REASONING_FINAL, _REASONING_EARLIER, _BOUNDARY, _OPENER = 100, 101, 102, 103, 104
 
 
 def _reason_text(policy: MaskPolicy) -> dict[int, str]:
@@ -60,24 +67,31 @@ def _reason_text(policy: MaskPolicy) -> dict[int, str]:
     text[_EARLIER_TURN] = "assistant turn before the row's last supervised (policy: turns = last)"
     text[_REASONING_FINAL] = "reasoning of the row's last assistant turn supervised (policy: reasoning_final = false)"
     text[_REASONING_EARLIER] = "reasoning of an earlier assistant turn supervised (policy: reasoning_earlier = false)"
+    text[_OPENER] = "reasoning opener supervised, but the generation prompt holds it (policy: reasoning_opener = context)"
     text[_BOUNDARY] = "header/content boundary token supervised (policy: boundary_tokens = strict)"
     return text
 
 
-def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract) -> CheckResult:
+def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
+                                  newline_lead: np.ndarray | None = None) -> CheckResult:
     """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them."""
     policy = contract.mask
-    bad = disallowed_supervision(view.mask, labels, policy, view.offsets)
+    bad = disallowed_supervision(view.mask, labels, policy, view.offsets, view.ids, newline_lead)
     rows, first = first_per_row(np.flatnonzero(bad), view.offsets)
     at = view.offsets[rows] + first
     codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
     if len(rows):
+        # Name the rule broken: a role the policy forbids, or an allowed role in the wrong place.
         turns = policy_mod.assistant_turns(labels.role, view.offsets)
         role_ok = policy_mod.allowed_tokens(labels, turns, dataclasses.replace(policy, turns="all"))[at]
         reasoning = codes == Role.REASONING
         codes[reasoning] = np.where(turns.last[at[reasoning]], _REASONING_FINAL, _REASONING_EARLIER)
         earlier = role_ok & ~turns.last[at] & (policy.turns == "last")
-        codes[role_ok & ~earlier] = _BOUNDARY  # an allowed role in an allowed turn: only strict boundaries forbid it
+        opener = np.zeros(len(at), dtype=bool)
+        if policy.reasoning_opener == "context":
+            opener = role_ok & ~earlier & policy_mod.opener_tokens(view.ids, labels, newline_lead)[at]
+        codes[role_ok] = _BOUNDARY  # what is left of an allowed role in an allowed place: strict boundaries
+        codes[opener] = _OPENER
         codes[earlier] = _EARLIER_TURN
     return row_result("mask_on_assistant_spans", a.shard.id, len(view.rows), view.rows[rows], first, codes,
                       _reason_text(policy), a.shard.start)
