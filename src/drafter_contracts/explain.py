@@ -1,21 +1,28 @@
 """Failure messages a person can act on: counts, row indices, and decoded excerpts.
 
-An excerpt decodes a window of one row around its first problem. Runs of tokens
-with the same role and mask state are decoded together (so multi-byte characters
-survive), supervised runs are wrapped in ⟦ ⟧, a role change is shown as ‹role›,
-and ▶ points at the first offending token.
+An excerpt decodes a window of one row starting a little before its first problem.
+Runs of tokens with the same role, mask state and offending state are decoded
+together (so multi-byte characters survive), supervised runs are wrapped in ⟦ ⟧,
+a role change is shown once as ‹role›, and ▶ starts each run of offending tokens
+(for the mask contracts: every token the policy forbids or requires in the window).
+The same runs are available as :class:`Segment` records for the HTML report.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+from typing import Any
+
 import numpy as np
 
-from .results import CheckResult
+from .checks import policy, spans
+from .config import Contract
+from .results import CheckResult, Violation
 from .spans import chatml
-from .spans.labels import ROLE_NAMES, Role
+from .spans.labels import ROLE_NAMES, Labels, Role
 from .vocab import Vocabulary
 
-LEGEND = "legend: ⟦…⟧ loss_mask=1 · ‹role› role from the span oracle · ▶ first offending token · ⏎ newline"
+LEGEND = "legend: ⟦…⟧ loss_mask=1 · ‹role› role from the span oracle · ▶ offending tokens follow · ⏎ newline"
 MAX_EXCERPTS = 3
 BEFORE, AFTER = 24, 24
 _MAX_RUN_CHARS = 120
@@ -32,9 +39,45 @@ def _clip(text: str) -> str:
     return f"{text[:half]}…{text[-half:]}"
 
 
-def excerpt(ids: np.ndarray, mask: np.ndarray | None, roles: np.ndarray | None, position: int,
-            vocab: Vocabulary | None) -> str:
-    """One line: the decoded window of a row around ``position`` (-1: the row's start, -2: its end)."""
+@dataclass(frozen=True)
+class Segment:
+    """A run of consecutive tokens with one role, one mask state and one offending state.
+
+    ``text`` is the decoded run as is (newlines and all); renderers escape it. The
+    HTML report draws these; the terminal draws them through :func:`render_segments`.
+    """
+
+    text: str
+    role: str | None  # role name from the span oracle; None without a tokenizer
+    supervised: bool
+    offending: bool
+    start: int  # token index in the row, inclusive
+    end: int  # exclusive
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The decoded part of one row shown for a violation: segments, and whether text was left out on each side."""
+
+    segments: list[Segment]
+    cut_before: bool
+    cut_after: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"segments": [seg.to_dict() for seg in self.segments],
+                "cut_before": self.cut_before, "cut_after": self.cut_after}
+
+
+def window(ids: np.ndarray, mask: np.ndarray | None, roles: np.ndarray | None, position: int,
+           vocab: Vocabulary | None, offending: np.ndarray | None = None) -> Window:
+    """Segments of a row around ``position`` (-1: the row's start, -2: its end).
+
+    ``offending`` (bool per token of the row) marks every token that breaks the rule;
+    without it only the token at ``position`` is marked.
+    """
     n = len(ids)
     focus = position if position >= 0 else 0
     lo, hi = max(0, focus - BEFORE), min(n, focus + AFTER + 1)
@@ -44,33 +87,110 @@ def excerpt(ids: np.ndarray, mask: np.ndarray | None, roles: np.ndarray | None, 
         lo, hi = max(0, n - BEFORE - AFTER), n
     sup = mask[lo:hi] if mask is not None and len(mask) == n else np.zeros(hi - lo, dtype=bool)
     rol = roles[lo:hi] if roles is not None else np.zeros(hi - lo, dtype=np.uint8)
-    # Split into runs at every change of (mask, role) and right before the focus token.
-    cuts = np.flatnonzero((np.diff(sup.astype(np.int8)) != 0) | (np.diff(rol.astype(np.int16)) != 0)) + 1
-    cuts = sorted(set(cuts.tolist()) | ({focus - lo} if position >= 0 and focus > lo else set()))
-    parts = ["…" if lo > 0 else ""]
-    last_role = None
+    if offending is not None and len(offending) == n:
+        off = offending[lo:hi].astype(bool)
+    else:
+        off = np.zeros(hi - lo, dtype=bool)
+        if position >= 0 and lo <= position < hi:
+            off[position - lo] = True
+    # Split into runs at every change of (mask, role, offending).
+    change = (np.diff(sup.astype(np.int8)) != 0) | (np.diff(rol.astype(np.int16)) != 0) | (np.diff(off.astype(np.int8)) != 0)
+    cuts = (np.flatnonzero(change) + 1).tolist()
+    out: list[Segment] = []
     for a, b in zip([0, *cuts], [*cuts, hi - lo]):
         if a == b:
             continue
         chunk = ids[lo + a:lo + b]
         text = vocab.decode(chunk) if vocab is not None else " ".join(str(int(i)) for i in chunk)
-        text = _clip(_escape(text))
+        role = ROLE_NAMES[Role(int(rol[a]))] if roles is not None else None
+        out.append(Segment(text, role, bool(sup[a]), bool(off[a]), lo + a, lo + b))
+    return Window(out, lo > 0, hi < n)
+
+
+def render_segments(w: Window) -> str:
+    """The compact one-line form: ‹role› on role changes, ⟦supervised⟧, ▶ before offending runs."""
+    parts = ["…" if w.cut_before else ""]
+    last_role = None
+    for seg in w.segments:
         piece = ""
-        if roles is not None and rol[a] != last_role:
-            piece += f"‹{ROLE_NAMES[Role(int(rol[a]))]}›"
-            last_role = rol[a]
-        if position >= 0 and lo + a == focus:
+        if seg.role is not None and seg.role != last_role:
+            piece += f"‹{seg.role}›"
+            last_role = seg.role
+        if seg.offending:
             piece += "▶"
-        piece += f"⟦{text}⟧" if sup[a] else text
+        text = _clip(_escape(seg.text))
+        piece += f"⟦{text}⟧" if seg.supervised else text
         parts.append(piece)
-    parts.append("…" if hi < n else "")
+    parts.append("…" if w.cut_after else "")
     return "".join(parts)
 
 
-def _roles(ids: np.ndarray, profile: chatml.ChatMLProfile | None, max_len: int) -> np.ndarray | None:
+def excerpt(ids: np.ndarray, mask: np.ndarray | None, roles: np.ndarray | None, position: int,
+            vocab: Vocabulary | None, offending: np.ndarray | None = None) -> str:
+    """One line: the decoded window of a row around ``position`` (-1: the row's start, -2: its end)."""
+    return render_segments(window(ids, mask, roles, position, vocab, offending))
+
+
+def _labels(ids: np.ndarray, profile: chatml.ChatMLProfile | None, max_len: int) -> Labels | None:
     if profile is None or len(ids) == 0:
         return None
-    return chatml.label(ids, np.array([0, len(ids)], dtype=np.int64), profile, max_len).role
+    return chatml.label(ids, np.array([0, len(ids)], dtype=np.int64), profile, max_len)
+
+
+def _roles(ids: np.ndarray, profile: chatml.ChatMLProfile | None, max_len: int) -> np.ndarray | None:
+    labels = _labels(ids, profile, max_len)
+    return None if labels is None else labels.role
+
+
+def offending_tokens(check: str, ids: np.ndarray, mask: np.ndarray | None, labels: Labels | None,
+                     contract: Contract, newline_lead: np.ndarray | None = None) -> np.ndarray | None:
+    """Every token of one row that breaks a mask contract (None: the check names one token only)."""
+    if labels is None or mask is None or len(mask) != len(ids):
+        return None
+    offsets = np.array([0, len(ids)], dtype=np.int64)
+    if check == "mask_on_assistant_spans":
+        return spans.disallowed_supervision(mask, labels, contract.mask, offsets, ids, newline_lead)
+    if check == "mask_covers_assistant_spans":
+        turns = policy.assistant_turns(labels.role, offsets)
+        return policy.required_tokens(ids, offsets, labels, turns, contract.mask, contract.max_len, newline_lead) & ~mask
+    return None
+
+
+@dataclass(frozen=True)
+class RowExplanation:
+    """One violating row, ready for any renderer: where, why, sizes, and the decoded window."""
+
+    check: str
+    row: int
+    position: int
+    reason: str
+    sizes: str
+    window: Window
+
+    def text(self) -> str:
+        return render_segments(self.window)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "row": self.row, "position": self.position, "reason": self.reason,
+                "sizes": self.sizes, **self.window.to_dict()}
+
+
+def explain_violation(result: CheckResult, violation: Violation, engine) -> RowExplanation:
+    """Read the violating row back (one-row read) and build its explanation."""
+    ids, mask, seq_len = engine.row(violation.row)
+    if mask is not None and len(mask) == len(ids) and seq_len == len(ids):
+        sizes = f"seq_len {len(ids)}"
+    else:
+        sizes = f"len(input_ids) {len(ids)}, len(loss_mask) {'n/a' if mask is None else len(mask)}, seq_len {seq_len}"
+    profile = engine.profile
+    labels = _labels(ids, profile, engine.contract.max_len)
+    newline_lead = profile.newline_lead if profile is not None else None
+    off = offending_tokens(result.check, ids, mask, labels, engine.contract, newline_lead)
+    # A row without enough supervision is best shown by its end, where the reply is.
+    position = -2 if violation.position < 0 and result.check == "min_supervised" else violation.position
+    roles = labels.role if labels is not None else None
+    return RowExplanation(result.check, violation.row, violation.position, violation.reason, sizes,
+                          window(ids, mask, roles, position, engine.vocab, off))
 
 
 def format_failure(result: CheckResult, engine) -> str:
@@ -84,16 +204,9 @@ def format_failure(result: CheckResult, engine) -> str:
     more = " …" if result.rows_violating > 10 else ""
     lines.append(f"  first rows: {shown}{more}")
     for v in result.examples[:MAX_EXCERPTS]:
-        ids, mask, seq_len = engine.row(v.row)
+        e = explain_violation(result, v, engine)
         where = f"token {v.position}" if v.position >= 0 else "whole row"
-        if mask is not None and len(mask) == len(ids) and seq_len == len(ids):
-            sizes = f"seq_len {len(ids)}"
-        else:
-            sizes = f"len(input_ids) {len(ids)}, len(loss_mask) {'n/a' if mask is None else len(mask)}, seq_len {seq_len}"
-        lines.append(f"  row {v.row} ({sizes}, {where}): {v.reason}")
-        roles = _roles(ids, engine.profile, engine.contract.max_len)
-        # A row without enough supervision is best shown by its end, where the reply is.
-        position = -2 if v.position < 0 and result.check == "min_supervised" else v.position
-        lines.append("    " + excerpt(ids, mask, roles, position, engine.vocab))
+        lines.append(f"  row {v.row} ({e.sizes}, {where}): {v.reason}")
+        lines.append("    " + e.text())
     lines.append("  " + LEGEND)
     return "\n".join(lines)
