@@ -486,8 +486,11 @@ def reference_failures(table: pa.Table, roles: dict[str, int], expected_count: i
             fails.add("test_min_supervised")
         if _turn_problems(arr):
             fails.add("test_turns_well_formed")
-        if np.any(m & ~_allowed_mask(arr, roles)):
+        allowed = _allowed_mask(arr, roles)
+        if np.any(m & ~allowed):
             fails.add("test_mask_on_assistant_spans")
+        if np.any(allowed & ~m):  # the default contract declares completeness = "all"
+            fails.add("test_mask_covers_assistant_spans")
     return fails
 
 
@@ -505,7 +508,7 @@ REQUIRED = {
 }
 CONTRACT_TESTS = {"test_schema", "test_row_count", "test_not_empty", "test_no_nulls", "test_no_empty_rows",
                   "test_lengths_agree", "test_seq_len_bounds", "test_ids_known", "test_min_supervised",
-                  "test_turns_well_formed", "test_mask_on_assistant_spans"}
+                  "test_turns_well_formed", "test_mask_on_assistant_spans", "test_mask_covers_assistant_spans"}
 COLUMN_LEVEL = {"schema_wrong_dtype", "schema_extra_column", "schema_missing_column"}
 ROW_DROPPING = {"row_count_drop_5pct", "empty_dataset"}
 

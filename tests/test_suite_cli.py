@@ -61,7 +61,7 @@ def test_clean_dataset_passes(clean_runs):
     proc, summary = runs["0"]
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert set(verdicts(summary).values()) == {"pass"}
-    assert len(summary["checks"]) == 12
+    assert len(summary["checks"]) == 13
     figures = summary["figures"]
     assert figures["complete"] and figures["rows"] == FIXTURE_ROWS
     assert 0 < figures["supervised_share"] < 1
