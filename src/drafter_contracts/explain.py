@@ -137,11 +137,6 @@ def _labels(ids: np.ndarray, profile: chatml.ChatMLProfile | None, max_len: int)
     return chatml.label(ids, np.array([0, len(ids)], dtype=np.int64), profile, max_len)
 
 
-def _roles(ids: np.ndarray, profile: chatml.ChatMLProfile | None, max_len: int) -> np.ndarray | None:
-    labels = _labels(ids, profile, max_len)
-    return None if labels is None else labels.role
-
-
 def offending_tokens(check: str, ids: np.ndarray, mask: np.ndarray | None, labels: Labels | None,
                      contract: Contract, newline_lead: np.ndarray | None = None) -> np.ndarray | None:
     """Every token of one row that breaks a mask contract (None: the check names one token only)."""
