@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from .errors import UsageProblem
 
@@ -78,7 +78,7 @@ class MaskPolicy:
     #: newline, Qwen3.5/3.6 templates), so a per-turn producer leaves them unsupervised.
     reasoning_opener: str = "supervised"  # "supervised" | "context"
 
-    CHOICES = {"boundary_tokens": ("allow", "strict"), "turns": ("all", "last"),
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"boundary_tokens": ("allow", "strict"), "turns": ("all", "last"),
                "completeness": ("off", "all", "last"), "reasoning_opener": ("supervised", "context")}
 
     @classmethod
