@@ -197,7 +197,8 @@ def test_per_turn_rows_against_the_regex_contract_say_why(datasets, vocab):
     reasons = set().union(*(r.by_reason for r in got["test_mask_on_assistant_spans"]))
     assert any("end-of-turn token supervised" in r for r in reasons)
     missing = set().union(*(r.by_reason for r in got["test_mask_covers_assistant_spans"]))
-    assert any("left unsupervised (every assistant turn must be supervised)" in r for r in missing)
+    assert any(r.startswith("assistant turn left entirely unsupervised") for r in missing)  # earlier turns: context
+    assert any(r.startswith("reasoning opener (<think>) left unsupervised") for r in missing)  # prompt's <think>
 
 
 def test_regex_rows_against_the_per_turn_contract_say_why(datasets, vocab):
@@ -269,3 +270,56 @@ def test_historical_qwen3_bug_fails_the_default_contract(clean_dataset, vocab, t
     (result,) = got["test_mask_covers_assistant_spans"]
     assert result.examples[0].row == mutation.rows[0]
     assert result.examples[0].reason.startswith("reasoning (<think> block) left unsupervised")
+
+
+# --------------------------------------------------------------------------- hints
+
+@pytest.mark.parametrize("convention, contract, check, names", [
+    ("speculators-per-turn", "speculators-regex", "test_mask_on_assistant_spans", "speculators-per-turn"),
+    ("speculators-per-turn", "speculators-regex", "test_mask_covers_assistant_spans", "speculators-per-turn"),
+    ("speculators-per-turn", "generation-tags", "test_mask_on_assistant_spans", "speculators-per-turn"),
+    ("generation-tags", "speculators-regex", "test_mask_on_assistant_spans", "generation-tags"),
+    ("speculators-regex", "generation-tags", "test_mask_covers_assistant_spans", "speculators-regex"),
+    ("generation-tags", "speculators-per-turn", "test_mask_covers_assistant_spans", "generation-tags"),
+])
+def test_convention_mismatch_names_the_right_contract(datasets, vocab, convention, contract, check, names):
+    from drafter_contracts.explain import policy_hint
+
+    (result,) = failures(datasets[convention], contract_of(contract), vocab)[check]
+    hint = policy_hint(result)
+    assert hint and f"--contract {names}" in hint
+
+
+def test_reasoning_dropped_everywhere_is_called_the_qwen3_bug(datasets, vocab, tmp_path):
+    import pyarrow as pa
+
+    from drafter_contracts.explain import policy_hint
+    from drafter_contracts.fixtures.generate import save_table
+    from drafter_contracts.fixtures.mutants import _read
+
+    table = _read(datasets["speculators-regex"])
+    masks = []
+    for ids, mask in zip(table["input_ids"].to_pylist(), table["loss_mask"].to_pylist()):
+        ids = np.asarray(ids)
+        depth = np.cumsum(ids == pm.THINK_ID) - np.cumsum(ids == pm.THINK_END_ID)
+        inside = (depth > 0) | (ids == pm.THINK_END_ID)
+        masks.append((np.asarray(mask) & ~inside).tolist())
+    table = table.set_column(1, "loss_mask", pa.array(masks, type=table.schema.field("loss_mask").type))
+    save_table(table, tmp_path / "no-think")
+    got = failures(tmp_path / "no-think", contract_of("speculators-regex"), vocab)
+    assert set(got) == {"test_mask_covers_assistant_spans"}
+    (result,) = got["test_mask_covers_assistant_spans"]
+    assert result.rows_violating > 0.9 * result.rows_checked  # every row whose final turn made it past the cut
+    assert set(result.by_reason) == {"reasoning (<think> block) left unsupervised (every assistant turn must be supervised)"}
+    assert "Qwen3 regex bug" in policy_hint(result)
+    # Declaring that reasoning is not trained on makes the same data pass.
+    assert failures(tmp_path / "no-think", contract_of("speculators-regex", reasoning_final=False,
+                                                       reasoning_earlier=False), vocab) == {}
+
+
+def test_a_few_bad_rows_get_no_convention_hint(datasets, vocab, tmp_path):
+    from drafter_contracts.explain import policy_hint
+
+    pm.make_policy_mutant("policy_shift_right", "speculators-regex", datasets["speculators-regex"], tmp_path / "m")
+    for results in failures(tmp_path / "m", contract_of("speculators-regex"), vocab).values():
+        assert all(policy_hint(r) is None for r in results)

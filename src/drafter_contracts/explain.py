@@ -188,6 +188,48 @@ def explain_violation(result: CheckResult, violation: Violation, engine) -> RowE
                           window(ids, mask, roles, position, engine.vocab, off))
 
 
+#: (check, fragment of a reason) -> what a widespread failure of that kind usually means.
+_POLICY_HINTS = (
+    ("mask_on_assistant_spans", "end-of-turn token supervised",
+     "the producer supervises the end token (generation tags: --contract generation-tags; "
+     "speculators 0.8+ per-turn rows: --contract speculators-per-turn)"),
+    ("mask_on_assistant_spans", "policy: turns = last",
+     "rows supervise more than their last turn: one row per conversation (--contract speculators-regex "
+     "or generation-tags), not speculators 0.8+ per-turn rows"),
+    ("mask_on_assistant_spans", "policy: reasoning_opener = context",
+     "the <think> opener is supervised: the producer's generation prompt does not hold it "
+     "(--mask-policy reasoning_opener=supervised), or rows are not per-turn"),
+    ("mask_covers_assistant_spans", "end-of-turn token left unsupervised",
+     "the producer leaves the end token out (speculators 0.4-0.7: --contract speculators-regex)"),
+    ("mask_on_assistant_spans", "newline after assistant end supervised",
+     "the newline after the end token is supervised: speculators 0.8+ per-turn rows (--contract speculators-per-turn)"),
+    ("mask_covers_assistant_spans", "newline after assistant end left unsupervised",
+     "the producer stops at the end token (generation tags: --contract generation-tags)"),
+    ("mask_covers_assistant_spans", "assistant turn left entirely unsupervised",
+     "whole turns unsupervised in most rows: one supervised turn per row is speculators 0.8+ "
+     "(--contract speculators-per-turn)"),
+    ("mask_covers_assistant_spans", "reasoning opener (<think>) left unsupervised",
+     "the <think> opener belongs to the generation prompt: speculators 0.8+ per-turn rows with a Qwen3.5/3.6 "
+     "template (--contract speculators-per-turn, or --mask-policy reasoning_opener=context)"),
+    ("mask_covers_assistant_spans", "reasoning (<think> block) left unsupervised",
+     "reasoning is left out of the mask in most rows: the producer drops <think> blocks (the Qwen3 regex bug); "
+     "if that is intended, declare --mask-policy reasoning_final=false --mask-policy reasoning_earlier=false"),
+)
+
+
+def policy_hint(result: CheckResult) -> str | None:
+    """When most rows break a mask rule the same way, the data likely follows another convention: say which."""
+    if result.check not in ("mask_on_assistant_spans", "mask_covers_assistant_spans") or not result.rows_checked:
+        return None
+    if result.rows_violating < 0.5 * result.rows_checked:
+        return None  # a minority of rows: data defects, not a convention mismatch
+    top = max(result.by_reason.items(), key=lambda kv: kv[1], default=("", 0))[0]
+    for check, fragment, hint in _POLICY_HINTS:
+        if check == result.check and fragment in top:
+            return f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows; {hint}. See README 'Mask policies'."
+    return None
+
+
 def format_failure(result: CheckResult, engine) -> str:
     """The message of a failed contract test: what, how many, where, and what it looks like."""
     if result.message:
@@ -198,6 +240,9 @@ def format_failure(result: CheckResult, engine) -> str:
     shown = ", ".join(str(v.row) for v in result.examples[:10])
     more = " …" if result.rows_violating > 10 else ""
     lines.append(f"  first rows: {shown}{more}")
+    hint = policy_hint(result)
+    if hint:
+        lines.append("  " + hint)
     for v in result.examples[:MAX_EXCERPTS]:
         e = explain_violation(result, v, engine)
         where = f"token {v.position}" if v.position >= 0 else "whole row"

@@ -97,7 +97,10 @@ def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels,
                       _reason_text(policy), a.shard.start)
 
 
+_WHOLE_TURN, _OPENER_MISSING = 110, 111
 _MISSING_TEXT = {
+    _WHOLE_TURN: "assistant turn left entirely unsupervised",
+    _OPENER_MISSING: "reasoning opener (<think>) left unsupervised while the reasoning after it is supervised",
     int(Role.ASSISTANT): "assistant content left unsupervised",
     int(Role.REASONING): "reasoning (<think> block) left unsupervised",
     int(Role.TOOL_CALL): "tool-call block left unsupervised",
@@ -118,7 +121,17 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
     need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len, newline_lead)
     missing = need & ~view.mask
     rows, first = first_per_row(np.flatnonzero(missing), view.offsets)
-    codes = labels.role[view.offsets[rows] + first] if len(rows) else np.zeros(0, np.uint8)
+    at = view.offsets[rows] + first
+    codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
+    if len(rows):
+        # A turn with no supervision at all is a different story (per-turn rows?) from a part left out of one.
+        sup = np.bincount(turns.index[turns.in_turn], weights=view.mask[turns.in_turn], minlength=len(turns.starts))
+        # So is a reasoning opener left out while the reasoning after it is supervised (a generation prompt's part).
+        op = policy_mod.opener_tokens(view.ids, labels, newline_lead)
+        last = len(view.ids) - 1
+        after = np.minimum(at + 1 + op[np.minimum(at + 1, last)], last)
+        codes[op[at] & view.mask[after] & (labels.role[after] == Role.REASONING)] = _OPENER_MISSING
+        codes[sup[turns.index[at]] == 0] = _WHOLE_TURN
     text = {int(r): f"{ROLE_NAMES[r]} token left unsupervised" for r in Role} | _MISSING_TEXT
     scope = "every assistant turn" if policy.completeness == "all" else "the row's last assistant turn"
     text = {k: f"{v} ({scope} must be supervised)" for k, v in text.items()}
