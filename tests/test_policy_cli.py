@@ -38,6 +38,10 @@ def test_per_turn_rows_pass_their_contract(pytester, per_turn, tokenizer_dir):
     assert verdicts.pop("row_count") == "skip"  # the convention contracts declare no row count
     assert set(verdicts.values()) == {"pass"} and "mask_covers_assistant_spans" in verdicts
     assert summary["contract"]["mask"]["turns"] == "last"
+    by_role = summary["figures"]["supervised_role_tokens"]
+    assert sum(by_role.values()) == summary["figures"]["supervised_tokens"]
+    assert by_role["assistant_end"] == by_role["after_assistant_end"] > 400  # one <|im_end|>\n per row (a few cut)
+    assert "header" not in by_role and "user" not in by_role
 
 
 def test_per_turn_rows_fail_the_default_contract_with_a_decoded_row(pytester, per_turn, tokenizer_dir):

@@ -80,6 +80,9 @@ class ShardWork:
             out["boundary_tokens"] = int(labels.boundary.sum())
             if self.view.mask is not None:
                 out["boundary_supervised"] = int((labels.boundary & self.view.mask).sum())
+                # mask policy: which roles the supervision falls on tells which producer convention wrote it
+                sup = np.bincount(labels.role[self.view.mask], minlength=len(Role))
+                out["supervised_role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(sup) if c}
         return out
 
 

@@ -83,6 +83,12 @@ def global_figures(stats: dict[int, dict], num_shards: int) -> dict[str, Any]:
         out["boundary_tokens"] = sum(p.get("boundary_tokens", 0) for p in parts)
         out["boundary_supervised"] = sum(p.get("boundary_supervised", 0) for p in parts)
         out["role_tokens"] = dict(sorted(roles.items()))
+    if any("supervised_role_tokens" in p for p in parts):  # mask policy: supervised tokens per role
+        sup_roles: dict[str, int] = defaultdict(int)
+        for p in parts:
+            for k, v in p.get("supervised_role_tokens", {}).items():
+                sup_roles[k] += v
+        out["supervised_role_tokens"] = dict(sorted(sup_roles.items()))
     return out
 
 
