@@ -73,13 +73,18 @@ class MaskPolicy:
     newline_after_end: bool = False
     boundary_tokens: str = "allow"  # "allow" | "strict"
     turns: str = "all"  # "all" | "last": only the row's last assistant turn may be supervised
-    completeness: str = "off"  # "off" | "all" | "last": eligible tokens of every / the last assistant turn must be supervised
+    completeness: str = "off"  # "off" | "all" | "last": allowed tokens of every / the last assistant turn must be supervised
     #: "context" when the generation prompt already holds the reasoning opener (``<think>`` and its
     #: newline, Qwen3.5/3.6 templates), so a per-turn producer leaves them unsupervised.
     reasoning_opener: str = "supervised"  # "supervised" | "context"
 
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"boundary_tokens": ("allow", "strict"), "turns": ("all", "last"),
-               "completeness": ("off", "all", "last"), "reasoning_opener": ("supervised", "context")}
+    #: Keys that take one of a few words (every other key is a bool).
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "boundary_tokens": ("allow", "strict"),
+        "turns": ("all", "last"),
+        "completeness": ("off", "all", "last"),
+        "reasoning_opener": ("supervised", "context"),
+    }
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
