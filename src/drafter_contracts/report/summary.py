@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+from .profile import dataset_profile
+
+SCHEMA_VERSION = 2
 RESULT_KEY = "drafter_contracts.result"
 STATS_KEY = "drafter_contracts.stats"
+#: Lines a global check explains itself with (e.g. the baseline diff), kept in summary.json.
+DETAILS_KEY = "drafter_contracts.details"
 MAX_SUMMARY_EXAMPLES = 20
 
 
@@ -28,7 +32,8 @@ class Recorder:
     stats: dict[int, dict] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
 
-    def add(self, nodeid: str, outcome: str, props: dict[str, Any], skip_reason: str | None) -> None:
+    def add(self, nodeid: str, outcome: str, props: dict[str, Any], skip_reason: str | None,
+            duration: float = 0.0) -> None:
         self.outcomes[nodeid] = outcome
         if STATS_KEY in props and props[STATS_KEY] is not None:
             self.stats[int(props[STATS_KEY]["shard"])] = props[STATS_KEY]
@@ -37,8 +42,9 @@ class Recorder:
             return
         c = self.checks.setdefault(result["check"], {
             "tests": 0, "passed": 0, "failed": 0, "skipped": 0, "rows_checked": 0, "rows_violating": 0,
-            "by_reason": defaultdict(int), "examples": [], "messages": [], "skip_reasons": []})
+            "by_reason": defaultdict(int), "examples": [], "messages": [], "skip_reasons": [], "seconds": 0.0})
         c["tests"] += 1
+        c["seconds"] += duration
         c[outcome] = c.get(outcome, 0) + 1
         c["rows_checked"] += result["rows_checked"]
         c["rows_violating"] += result["rows_violating"]
@@ -47,6 +53,8 @@ class Recorder:
         c["examples"].extend(result["examples"])
         if result["message"]:
             c["messages"].append(result["message"])
+        if props.get(DETAILS_KEY):
+            c["details"] = list(props[DETAILS_KEY])
         reason = result["skipped"] or skip_reason
         if reason and reason not in c["skip_reasons"]:
             c["skip_reasons"].append(reason)
@@ -87,7 +95,7 @@ def global_figures(stats: dict[int, dict], num_shards: int) -> dict[str, Any]:
 
 
 def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exit_status: int,
-                  order: tuple[str, ...] = ()) -> dict[str, Any]:
+                  order: tuple[str, ...] = (), top_k: int = 100) -> dict[str, Any]:
     """The summary.json document; ``order`` fixes the order of checks (reports arrive in any order)."""
     rank = {name: i for i, name in enumerate(order)}
     checks = {}
@@ -101,13 +109,18 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
             "examples": sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES],
             "messages": c["messages"],
             "skip_reasons": c["skip_reasons"],
+            "seconds": round(c["seconds"], 3),
+            "details": c.get("details", []),
         }
+    shards = [recorder.stats[k] for k in sorted(recorder.stats)]
     return {
         "schema_version": SCHEMA_VERSION,
         **meta,
         "exit_status": exit_status,
         "figures": global_figures(recorder.stats, num_shards),
+        "profile": dataset_profile(shards, top_k),
         "checks": checks,
+        "shards": shards,
     }
 
 
@@ -119,6 +132,7 @@ def write_summary(summary: dict[str, Any], report_dir: Path) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(summary, fh, indent=2, sort_keys=False)
         fh.write("\n")
+    os.chmod(tmp, 0o644)
     os.replace(tmp, target)
     return target
 
