@@ -133,6 +133,10 @@ class Comparison:
         return [f"{'ok  ' if ok else 'FAIL'} {t}" for ok, t in self.lines]
 
 
+def _n(v: int | None) -> str:
+    return "n/a" if v is None else f"{v:,}"
+
+
 def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.2f}%"
 
@@ -190,6 +194,8 @@ def compare(baseline: dict[str, Any], current: dict[str, Any], cur_counts: tuple
                       ("template_fingerprint", "chat template")):
         same = bt.get(key) == ct.get(key)
         names = f"; was {bt.get('name')}, now {ct.get('name')}" if bt.get("name") != ct.get("name") else ""
+        if key == "vocab_fingerprint" and bt.get("size") != ct.get("size"):
+            names += f"; {_n(bt.get('size'))} -> {_n(ct.get('size'))} ids"
         text = (f"{what}: unchanged ({ct.get(key)})" if same
                 else f"{what}: changed {bt.get(key)} -> {ct.get(key)}{names}")
         out.add(same or not policy.fail_on_fingerprint, text)
