@@ -73,16 +73,18 @@ W, H, PAD_L, PAD_R, PAD_T, PAD_B = 540, 250, 56, 14, 14, 40
 
 
 def _axis_y(ymax: int) -> list[str]:
+    """Horizontal grid lines with labels at a 1/2/5 step giving three to six lines."""
+    mag = 10 ** math.floor(math.log10(max(ymax, 1)))
+    step = mag
+    for m in (0.1, 0.2, 0.5, 1, 2, 5):
+        step = max(1, int(mag * m))
+        if ymax / step <= 6:
+            break
     out = []
-    step = max(1, 10 ** int(math.log10(ymax)) if ymax >= 1 else 1)
-    while ymax / step > 6:
-        step *= 2
-    v = 0
-    while v <= ymax:
+    for v in range(0, ymax + 1, step):
         y = PAD_T + (H - PAD_T - PAD_B) * (1 - v / ymax)
         out.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" stroke="#eaeef2"/>'
                    f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{v:,}</text>')
-        v += step
     return out
 
 
@@ -114,11 +116,11 @@ def seq_len_svg(edges: list[int], hist: list[int], min_len: int | None, max_len:
                 parts.append(f'<line x1="{x(v):.1f}" y1="{base}" x2="{x(v):.1f}" y2="{base + 4}" stroke="#57606a"/>'
                              f'<text x="{x(v):.1f}" y="{base + 16}" text-anchor="middle" font-size="11">{v:,}</text>')
         decade *= 10
-    for v, label in ((min_len, "min_len"), (max_len, "max_len")):
+    for v, label, dx, anchor in ((min_len, "min_len", 3, "start"), (max_len, "max_len", -3, "end")):
         if v:
             parts.append(f'<line class="bound" x1="{x(v):.1f}" y1="{PAD_T}" x2="{x(v):.1f}" y2="{base}" stroke="#cf222e" '
-                         f'stroke-dasharray="5,3" stroke-width="1.5"/><text x="{x(v) + 3:.1f}" y="{PAD_T + 10}" '
-                         f'font-size="11" fill="#cf222e">{label} {v:,}</text>')
+                         f'stroke-dasharray="5,3" stroke-width="1.5"/><text x="{x(v) + dx:.1f}" y="{PAD_T + 10}" '
+                         f'text-anchor="{anchor}" font-size="11" fill="#cf222e">{label} {v:,}</text>')
     parts.append(f'<line x1="{PAD_L}" y1="{base}" x2="{W - PAD_R}" y2="{base}" stroke="#57606a"/>'
                  f'<text x="{(W + PAD_L) / 2}" y="{H - 6}" text-anchor="middle" font-size="12">seq_len (tokens, log scale)</text>'
                  f'<text x="14" y="{H / 2}" transform="rotate(-90 14 {H / 2})" text-anchor="middle" font-size="12">rows</text></svg>')
