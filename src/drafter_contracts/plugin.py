@@ -132,7 +132,8 @@ def pytest_configure(config: pytest.Config) -> None:
         except UsageProblem as exc:
             raise pytest.UsageError(str(exc)) from None
         config.pluginmanager.register(run, "drafter_contracts_run")
-        if config.option.xmlpath is None:  # JUnit XML by default, next to summary.json (--junitxml overrides)
+        if getattr(config.option, "xmlpath", "") is None and not config.option.collectonly:
+            # JUnit XML by default, next to summary.json (--junitxml overrides; -p no:junitxml turns it off).
             config.option.xmlpath = str(_report_dir(config) / "junit.xml")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE_DIR)]  # no test paths given: run the contract suite
@@ -318,7 +319,7 @@ class ContractRun:
         report_dir = Path(session.config.getoption("report_dir")).expanduser()
         self.summary_path = write_summary(self.summary, report_dir)
         self.artifacts = [str(self.summary_path), str(write_html(self.summary, report_dir / "report.html"))]
-        xml = session.config.option.xmlpath
+        xml = getattr(session.config.option, "xmlpath", None)
         if xml:
             self.artifacts.append(str(Path(xml).expanduser()))
         if self.save_baseline is not None:
