@@ -77,7 +77,7 @@ def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
     assert prof["supervised_tokens"] == summary["figures"]["supervised_tokens"]
     assert abs(sum(prof["role_token_shares"].values()) - 1) < 1e-9
     assert summary["timing"]["wall_seconds"] > 0
-    assert summary["checks"]["mask_on_assistant_spans"]["seconds"] > 0
+    assert summary["timing"]["per_check_seconds"]["mask_on_assistant_spans"] > 0
 
     junit = ET.parse(report / "junit.xml").getroot()
     suite = junit if junit.tag == "testsuite" else junit.find("testsuite")

@@ -247,10 +247,11 @@ def render(summary: dict[str, Any]) -> str:
     failed = [n for n, c in checks.items() if c["verdict"] == "fail"]
     overall = "fail" if failed or summary.get("exit_status") not in (0, None) else "pass"
     rows = []
+    seconds = (summary.get("timing") or {}).get("per_check_seconds") or {}
     for name, c in checks.items():
         rows.append(f'<tr data-verdict="{_e(c["verdict"])}"><td>{_badge(c["verdict"])}</td><td><code>{_e(name)}</code></td>'
                     f'<td class="num">{c["tests"]:,}</td><td class="num">{c["rows_checked"]:,}</td>'
-                    f'<td class="num">{c["rows_violating"]:,}</td><td class="num">{c.get("seconds", 0):.2f}</td>'
+                    f'<td class="num">{c["rows_violating"]:,}</td><td class="num">{seconds.get(name, 0):.2f}</td>'
                     f'<td>{_check_detail(c)}</td></tr>')
     details = "".join(f'<h3>{_e(n)}</h3><pre class="details">{_e(chr(10).join(c["details"]))}</pre>'
                       for n, c in checks.items() if c.get("details"))
