@@ -167,3 +167,21 @@ def test_distances():
     assert tv == pytest.approx(0.0) and movers[0][1] == movers[0][2]
     tv, movers = bl.token_shift(top, 100, np.array([7, 9]), np.array([30, 70]))
     assert tv == pytest.approx(0.5) and movers[0][0] == 5  # id 5 vanished: half the mass moved to "other"
+
+
+def test_compare_without_loss_mask_counts_only_what_exists():
+    """Stats of a dataset without loss_mask: the mask-based aspects say "not compared", never fail on None."""
+    from drafter_contracts.config import BaselinePolicy
+    from drafter_contracts.report.profile import dataset_profile, seq_len_histogram
+
+    lengths = np.array([30, 40, 50, 400])
+    shard = {"shard": 0, "rows": 4, "rows_checked": 4, "rows_excluded": 0, "tokens": int(lengths.sum()),
+             "supervised_tokens": None, "seq_len_hist": seq_len_histogram(lengths)}
+    prof = dataset_profile([shard])
+    tok = {"name": None, "vocab_fingerprint": None, "template_fingerprint": None}
+    doc = {"profile": prof, "tokenizer": tok}
+    same = bl.compare(doc, doc, None, BaselinePolicy())
+    assert same.failures == [] and "not compared" in "\n".join(same.text())
+    longer = dataset_profile([{**shard, "seq_len_hist": seq_len_histogram(lengths * 2)}])
+    moved = bl.compare(doc, {"profile": longer, "tokenizer": tok}, None, BaselinePolicy())
+    assert len(moved.failures) == 1 and moved.failures[0].startswith("seq_len distribution: KS distance 0.75 ")  # 3 of 4 rows below 60

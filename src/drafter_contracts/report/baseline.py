@@ -170,9 +170,13 @@ def compare(baseline: dict[str, Any], current: dict[str, Any], cur_counts: tuple
     bs, cs = b["supervised_share_per_row"], c["supervised_share_per_row"]
     ks = ks_distance(bs["histogram"], cs["histogram"])
     med = f"median row {(bs['quantiles'] or {}).get('p50')} -> {(cs['quantiles'] or {}).get('p50')}"
-    out.add(ks is not None and ks <= policy.max_supervised_share_ks,
-            f"supervised share per row: KS distance {ks if ks is None else round(ks, 4)} (max {policy.max_supervised_share_ks}); "
-            f"{med}; all tokens {_pct(b['supervised_share'])} -> {_pct(c['supervised_share'])}")
+    if bs["histogram"] is None and cs["histogram"] is None:
+        out.add(True, "supervised share per row: not compared (no usable loss_mask on either side)")
+    else:
+        out.add(ks is not None and ks <= policy.max_supervised_share_ks,
+                f"supervised share per row: KS distance {ks if ks is None else round(ks, 4)} "
+                f"(max {policy.max_supervised_share_ks}); {med}; all tokens {_pct(b['supervised_share'])} -> "
+                f"{_pct(c['supervised_share'])}")
     # Roles.
     _role_changes("tokens by role", b["role_token_shares"], c["role_token_shares"], policy.max_role_share_change, out)
     _role_changes("supervised tokens by role", b["role_supervised_shares"], c["role_supervised_shares"],
