@@ -96,10 +96,6 @@ def build_engine(config: pytest.Config) -> Engine:
     return engine
 
 
-def _report_dir(config: pytest.Config) -> Path:
-    return Path(config.getoption("report_dir")).expanduser().resolve()
-
-
 def _baseline_options(config: pytest.Config) -> tuple[Path | None, dict | None, Path | None]:
     """--baseline (read and checked now: a bad file is a usage error) and --save-baseline."""
     dataset = config.stash[ENGINE_KEY].dataset.path.resolve()
@@ -135,7 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(run, "drafter_contracts_run")
         if getattr(config.option, "xmlpath", "") is None and not config.option.collectonly:
             # JUnit XML by default, next to summary.json (--junitxml overrides; -p no:junitxml turns it off).
-            config.option.xmlpath = str(_report_dir(config) / "junit.xml")
+            config.option.xmlpath = str(Path(config.getoption("report_dir")).expanduser() / "junit.xml")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE_DIR)]  # no test paths given: run the contract suite
     # Keep all tests of a shard on one worker so the shard is read and labelled once.
@@ -244,7 +240,7 @@ class ContractRun:
         ours = (RESULT_KEY, STATS_KEY, DETAILS_KEY)
         report.user_properties = [(k, v) for k, v in report.user_properties if k not in ours]
 
-    def _report_global(self, session: pytest.Session, result: CheckResult, details: list[str]) -> None:
+    def report_global(self, session: pytest.Session, result: CheckResult, details: list[str]) -> None:
         """Send a controller-side contract verdict through pytest's report hooks (setup, call, teardown)."""
         name = f"test_{result.check}"
         nodeid = f"{self._module_prefix or 'drafter-contracts'}::{name}"
@@ -261,9 +257,10 @@ class ContractRun:
         hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, outcome, longrepr, "call",
                                                                user_properties=props))
         hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, "passed", None, "teardown"))
-        if outcome == "failed" and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if outcome == "failed":
             session.testsfailed += 1
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _meta(self) -> dict[str, Any]:
         engine = self.engine
@@ -285,7 +282,7 @@ class ContractRun:
             result = CheckResult(baseline_mod.CHECK, "dataset", skipped=(
                 f"stats cover {len(stats)} of {len(engine.shards)} shards (tests deselected or skipped); "
                 "a baseline compares whole datasets"))
-            self._report_global(session, result, [head])
+            self.report_global(session, result, [head])
             return
         from .report.profile import dataset_profile
 
@@ -293,7 +290,7 @@ class ContractRun:
         vocab = engine.vocab
         decode = (lambda i: vocab.decode([i])) if vocab is not None else None
         comparison = baseline_mod.compare(base, current, merged_counts(stats), engine.contract.baseline, decode)
-        self._report_global(session, baseline_mod.result(comparison, self.baseline_path, base),
+        self.report_global(session, baseline_mod.result(comparison, self.baseline_path, base),
                             [head, *comparison.text()])
 
     def _decode_examples(self, summary: dict[str, Any]) -> None:
