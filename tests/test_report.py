@@ -74,7 +74,8 @@ def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
     prof = summary["profile"]
     assert sum(prof["seq_len"]["histogram"]) == ROWS == sum(prof["supervised_share_per_row"]["histogram"])
     assert len(summary["shards"]) == 5 and sum(s["rows"] for s in summary["shards"]) == ROWS
-    assert prof["supervised_tokens"] == summary["figures"]["supervised_tokens"]
+    assert prof["supervised_tokens"] == summary["figures"]["supervised_tokens"] == sum(summary["supervised_id_counts"]["counts"])
+    assert all("supervised_id_counts" not in s for s in summary["shards"])
     assert abs(sum(prof["role_token_shares"].values()) - 1) < 1e-9
     assert summary["timing"]["wall_seconds"] > 0
     assert summary["timing"]["per_check_seconds"]["mask_on_assistant_spans"] > 0

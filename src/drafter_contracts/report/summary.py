@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .profile import dataset_profile
+from .profile import dataset_profile, merged_counts
 
 SCHEMA_VERSION = 2
 RESULT_KEY = "drafter_contracts.result"
@@ -122,8 +122,14 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
         "figures": global_figures(recorder.stats, num_shards),
         "profile": dataset_profile(shards, top_k),
         "checks": checks,
-        "shards": shards,
+        # Sparse id counts are summed here once instead of per shard: a sum of sums is all a merge needs.
+        "supervised_id_counts": _counts_json(merged_counts(shards)),
+        "shards": [{k: v for k, v in s.items() if k != "supervised_id_counts"} for s in shards],
     }
+
+
+def _counts_json(counts: tuple | None) -> dict[str, list[int]] | None:
+    return None if counts is None else {"ids": counts[0].tolist(), "counts": counts[1].tolist()}
 
 
 def write_summary(summary: dict[str, Any], report_dir: Path) -> Path:
