@@ -150,3 +150,13 @@ def test_quantiles_from_histogram():
 def test_segments_are_escaped():
     out = render_segments([{"text": "<script>alert(1)</script>\n", "role": "user", "supervised": False, "offending": True}])
     assert "<script>" not in out and "&lt;script&gt;" in out and 'class="seg off"' in out and "⏎" in out
+
+
+def test_profile_from_summaries_equals_profile_from_shards(clean_run):
+    """What a merge does: shard records from summary.json plus the summed top-level id counts."""
+    _, report = clean_run
+    summary = json.loads((report / "summary.json").read_text())
+    c = summary["supervised_id_counts"]
+    again = dataset_profile(summary["shards"], 100, (np.asarray(c["ids"]), np.asarray(c["counts"])))
+    assert again == summary["profile"]
+    assert dataset_profile(summary["shards"])["top_supervised_tokens"] is None  # without counts: said, not guessed

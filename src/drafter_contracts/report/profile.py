@@ -113,14 +113,20 @@ def summed(stats: Iterable[dict], key: str) -> dict[str, int]:
     return out
 
 
-def dataset_profile(stats: list[dict], top_k: int = 100) -> dict[str, Any]:
-    """What a person compares between two versions of a dataset, from shard records alone."""
+def dataset_profile(stats: list[dict], top_k: int = 100,
+                    counts: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+    """What a person compares between two versions of a dataset, from shard records alone.
+
+    ``counts`` are already-merged supervised id counts (e.g. the summed top-level
+    ``supervised_id_counts`` of several summaries), for shard records that no longer carry theirs.
+    """
     seq = merged_histogram(stats, "seq_len_hist", len(SEQ_LEN_EDGES) - 1)
     share = merged_histogram(stats, "supervised_share_hist", SHARE_BINS)
     tokens = sum(int(s["tokens"]) for s in stats)
     sup = [s.get("supervised_tokens") for s in stats]
     sup_total = sum(sup) if stats and all(v is not None for v in sup) else None
-    counts = merged_counts(stats)
+    if counts is None:
+        counts = merged_counts(stats)
     out: dict[str, Any] = {
         "rows": sum(int(s["rows"]) for s in stats),
         "rows_checked": sum(int(s["rows_checked"]) for s in stats),
