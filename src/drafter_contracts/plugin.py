@@ -290,7 +290,7 @@ class ContractRun:
         vocab = engine.vocab
         decode = (lambda i: vocab.decode([i])) if vocab is not None else None
         comparison = baseline_mod.compare(base, current, merged_counts(stats), engine.contract.baseline, decode)
-        self.report_global(session, baseline_mod.result(comparison, self.baseline_path, base),
+        self.report_global(session, baseline_mod.result(comparison, current["profile"]["rows"]),
                             [head, *comparison.text()])
 
     def _decode_examples(self, summary: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 from ..config import BaselinePolicy
 from ..errors import UsageProblem
 from ..results import CheckResult
-from .profile import SEQ_LEN_EDGES, SHARE_BINS
+from .profile import SEQ_LEN_EDGES
 
 KIND = "drafter-contracts-baseline"
 VERSION = 1
@@ -206,10 +206,9 @@ def compare(baseline: dict[str, Any], current: dict[str, Any], cur_counts: tuple
     return out
 
 
-def result(comparison: Comparison, baseline_path: Path, baseline: dict[str, Any]) -> CheckResult:
+def result(comparison: Comparison, rows_checked: int) -> CheckResult:
     """The comparison as a global contract verdict (message: the failing lines, in one line)."""
-    return CheckResult(CHECK, "dataset", rows_checked=baseline["profile"]["rows"],
-                       message="; ".join(comparison.failures))
+    return CheckResult(CHECK, "dataset", rows_checked=rows_checked, message="; ".join(comparison.failures))
 
 
 def header(baseline_path: Path, baseline: dict[str, Any]) -> str:
