@@ -328,7 +328,9 @@ class ContractRun:
         if self.save_baseline is not None:
             if self.summary["figures"]["complete"]:
                 baseline_mod.write_baseline(baseline_mod.make_baseline(self.summary), self.save_baseline)
-                self.artifacts.append(f"{self.save_baseline} (baseline saved)")
+                failing = sum(c["verdict"] == "fail" for c in self.summary["checks"].values())
+                note = f"; note: {failing} contract(s) fail on this data" if failing else ""
+                self.artifacts.append(f"{self.save_baseline} (baseline saved{note})")
             else:
                 self.artifacts.append(f"{self.save_baseline} NOT saved: stats cover only part of the shards")
 

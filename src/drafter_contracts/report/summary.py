@@ -163,6 +163,13 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         + (f" · header/content boundary tokens {_fmt(f['boundary_tokens'])} ({_fmt(f['boundary_supervised'])} supervised)"
            if "boundary_tokens" in f else ""),
     ]
+    prof = summary.get("profile") or {}
+    q = (prof.get("seq_len") or {}).get("quantiles")
+    if q:
+        share_q = (prof.get("supervised_share_per_row") or {}).get("quantiles") or {}
+        lines.append(f"seq_len p05/p50/p95/p99 {_fmt(q['p05'])}/{_fmt(q['p50'])}/{_fmt(q['p95'])}/{_fmt(q['p99'])} "
+                     f"(bin lower edges, <= 4.4% wide)"
+                     + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
     if not f["complete"]:
         lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards (tests were deselected or skipped)")
     if f["rows_excluded"]:
