@@ -38,9 +38,12 @@ def share_histogram(supervised: np.ndarray, lengths: np.ndarray) -> list[int]:
 
 def sparse_counts(ids: np.ndarray) -> dict[str, list[int]]:
     """Exact counts of the (non-negative) ids given, kept sparse: {"ids": [...], "counts": [...]}."""
-    ids = ids[ids >= 0]
     if not len(ids):
         return {"ids": [], "counts": []}
+    if ids.min() < 0:  # a corrupt negative id is reported by ids_known; it has no count here
+        ids = ids[ids >= 0]
+        if not len(ids):
+            return {"ids": [], "counts": []}
     counts = np.bincount(ids.astype(np.int64, copy=False))
     nz = np.flatnonzero(counts)
     return {"ids": nz.tolist(), "counts": counts[nz].tolist()}
