@@ -38,6 +38,7 @@ pre.details{background:#f6f8fa;padding:10px;border-radius:6px;white-space:pre-wr
 .seg{border-radius:2px;padding:1px 0}
 .seg.sup{text-decoration:underline 2px #1a7f37;font-weight:600}
 .seg.off{outline:2px solid #cf222e;outline-offset:1px}
+.tag{font:600 10px system-ui,sans-serif;color:#57606a;background:#fff;border:1px solid #d0d7de;border-radius:3px;padding:0 3px;margin:0 2px;vertical-align:1px}
 .legend span{margin-right:10px;padding:1px 5px;border-radius:3px;font-size:12px}
 .hidden{display:none}
 """
@@ -178,11 +179,19 @@ def roles_svg(all_tokens: dict[str, float], supervised: dict[str, float]) -> str
 # --- excerpts ----------------------------------------------------------------------------------
 
 
+#: Roles whose tokens speak for themselves (markers): no tag in front of them.
+_UNTAGGED = {"header", "end", "assistant_end", "outside", "after_assistant_end"}
+
+
 def render_segments(segments: Iterable[dict[str, Any]]) -> str:
     """Draw a list of ``{"text", "role", "supervised", "offending"}`` segments (the excerpt interface)."""
     out = []
+    last_role = None
     for seg in segments:
         role = seg.get("role") or ""
+        if role and role != last_role and role not in _UNTAGGED:
+            out.append(f'<span class="tag">{_e(role)}</span>')
+        last_role = role
         cls = "seg" + (" sup" if seg.get("supervised") else "") + (" off" if seg.get("offending") else "")
         title = f"role {role or 'n/a'} · loss_mask {'1' if seg.get('supervised') else '0'}" + (
             " · first offending token" if seg.get("offending") else "")
