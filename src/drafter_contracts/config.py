@@ -122,6 +122,24 @@ def parse_mask_overrides(items: list[str] | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class BaselinePolicy:
+    """How far a dataset may move from its saved baseline (``--baseline FILE``) before the run fails.
+
+    Distances are Kolmogorov-Smirnov distances between the two fixed-bin histograms
+    (largest gap between the cumulative shares, 0..1); the token shift is the total
+    variation distance over the baseline's top-K supervised ids plus one "other" bucket.
+    """
+
+    count_tolerance: Tolerance = Tolerance(1.0, True)
+    max_seq_len_ks: float = 0.05
+    max_supervised_share_ks: float = 0.05
+    max_role_share_change: float = 0.02
+    max_token_freq_tv: float = 0.05
+    top_k: int = 100
+    fail_on_fingerprint: bool = True
+
+
+@dataclass(frozen=True)
 class Contract:
     """Everything a dataset is checked against. Built by :func:`load_contract`."""
 
@@ -138,6 +156,7 @@ class Contract:
     tokenizer: str | None = None
     vocab_size: int | None = None
     mask: MaskPolicy = field(default_factory=MaskPolicy)
+    baseline: BaselinePolicy = field(default_factory=BaselinePolicy)
     shard_size: int = 20_000
     #: Token cap per shard: the span oracle needs ~60 bytes per token, so 8 M tokens ~ 0.5 GB per worker.
     max_shard_tokens: int = 8_000_000
@@ -154,6 +173,7 @@ class Contract:
         """A JSON-ready view for summary.json."""
         d = dataclasses.asdict(self)
         d["count_tolerance"] = str(self.count_tolerance)
+        d["baseline"]["count_tolerance"] = str(self.baseline.count_tolerance)
         d["columns"] = dict(self.columns)
         return d
 
@@ -181,6 +201,15 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "vocab_size": (_INT, "vocab_size"),
     },
     "mask": {key: ((MaskPolicy.kind(key),), f"mask.{key}") for key in MaskPolicy.keys()},
+    "baseline": {
+        "count_tolerance": ((int, float, str), "baseline.count_tolerance"),
+        "max_seq_len_ks": ((int, float), "baseline.max_seq_len_ks"),
+        "max_supervised_share_ks": ((int, float), "baseline.max_supervised_share_ks"),
+        "max_role_share_change": ((int, float), "baseline.max_role_share_change"),
+        "max_token_freq_tv": ((int, float), "baseline.max_token_freq_tv"),
+        "top_k": (_INT, "baseline.top_k"),
+        "fail_on_fingerprint": ((bool,), "baseline.fail_on_fingerprint"),
+    },
 }
 _REQUIRED = (("contract", "name"), ("lengths", "max_len"))
 
@@ -264,7 +293,8 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     MaskPolicy(**mask_kwargs).validate(where)
     if "count_tolerance" in flat:
         flat["count_tolerance"] = Tolerance.parse(flat["count_tolerance"], where)
-    contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs), **flat)
+    contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs),
+                        baseline=_baseline_policy(flat, where), **flat)
     _check_values(contract, where)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     mask_given = given.pop("mask", None) or {}
@@ -279,6 +309,21 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     contract = dataclasses.replace(contract, **given)
     _check_values(contract, "command line (" + ", ".join("--" + k.replace("_", "-") for k in given) + ")")
     return contract
+
+
+def _baseline_policy(flat: dict[str, Any], where: str) -> BaselinePolicy:
+    """Pop the [baseline] keys out of ``flat`` and validate them."""
+    kw = {k.split(".", 1)[1]: flat.pop(k) for k in list(flat) if k.startswith("baseline.")}
+    if "count_tolerance" in kw:
+        kw["count_tolerance"] = Tolerance.parse(kw["count_tolerance"], f"{where}: [baseline]")
+    for key in ("max_seq_len_ks", "max_supervised_share_ks", "max_role_share_change", "max_token_freq_tv"):
+        if key in kw and not 0 <= kw[key] <= 1:
+            raise UsageProblem(f"{where}: [baseline] {key} must be between 0 and 1, got {kw[key]!r}")
+        if key in kw:
+            kw[key] = float(kw[key])
+    if "top_k" in kw and kw["top_k"] < 1:
+        raise UsageProblem(f"{where}: [baseline] top_k must be >= 1, got {kw['top_k']}")
+    return BaselinePolicy(**kw)
 
 
 def _check_values(c: Contract, where: str) -> None:

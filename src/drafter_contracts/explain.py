@@ -161,6 +161,7 @@ class RowExplanation:
     reason: str
     sizes: str
     window: Window
+    length: int = 0  # tokens in the row
 
     def text(self) -> str:
         return render_segments(self.window)
@@ -172,7 +173,12 @@ class RowExplanation:
 
 def explain_violation(result: CheckResult, violation: Violation, engine) -> RowExplanation:
     """Read the violating row back (one-row read) and build its explanation."""
-    ids, mask, seq_len = engine.row(violation.row)
+    return explain_row(result.check, violation.row, violation.position, violation.reason, engine)
+
+
+def explain_row(check: str, row: int, position: int, reason: str, engine) -> RowExplanation:
+    """The explanation of one row for one contract; the terminal and report.html both draw it."""
+    ids, mask, seq_len = engine.row(row)
     if mask is not None and len(mask) == len(ids) and seq_len == len(ids):
         sizes = f"seq_len {len(ids)}"
     else:
@@ -180,12 +186,12 @@ def explain_violation(result: CheckResult, violation: Violation, engine) -> RowE
     profile = engine.profile
     labels = _labels(ids, profile, engine.contract.max_len)
     newline_lead = profile.newline_lead if profile is not None else None
-    off = offending_tokens(result.check, ids, mask, labels, engine.contract, newline_lead)
+    off = offending_tokens(check, ids, mask, labels, engine.contract, newline_lead)
     # A row without enough supervision is best shown by its end, where the reply is.
-    position = -2 if violation.position < 0 and result.check == "min_supervised" else violation.position
+    shown_at = -2 if position < 0 and check == "min_supervised" else position
     roles = labels.role if labels is not None else None
-    return RowExplanation(result.check, violation.row, violation.position, violation.reason, sizes,
-                          window(ids, mask, roles, position, engine.vocab, off))
+    return RowExplanation(check, row, position, reason, sizes,
+                          window(ids, mask, roles, shown_at, engine.vocab, off), len(ids))
 
 
 #: (check, fragment of a reason) -> what a widespread failure of that kind usually means.

@@ -19,10 +19,18 @@ from .dataset import Shard, open_dataset
 from .engine import DATASET_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
-from .report.summary import RESULT_KEY, STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
+from .report import baseline as baseline_mod
+from .report.excerpts import MAX_DECODED, decoded_example
+from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
+from .report.html import write_html
+from .report.profile import merged_counts
+from .report.summary import (DETAILS_KEY, RESULT_KEY, STATS_KEY, Recorder, build_summary, terminal_lines,
+                             write_summary)
+from .results import CheckResult
 from .vocab import BUILTIN_PREFIX, load_vocabulary
 
 ENGINE_KEY = pytest.StashKey[Engine]()
+STATS_SENT_KEY = pytest.StashKey[set]()
 SUITE_DIR = Path(str(resources.files("drafter_contracts").joinpath("contracts")))
 
 
@@ -37,11 +45,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--max-len", metavar="N", type=int, help="largest allowed seq_len (the truncation cap)")
     g.addoption("--min-supervised", metavar="N", type=int, help="fewest supervised tokens a row may have")
     g.addoption("--shard-size", metavar="ROWS", type=int, help="rows per shard (the unit xdist spreads)")
-    g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json goes (default: reports/)")
+    g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json, report.html and junit.xml go (default: reports/)")
     g.addoption("--split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
     g.addoption("--mask-policy", metavar="KEY=VALUE", action="append",
                 help="override one [mask] policy key of the contract, repeatable "
                      "(e.g. --mask-policy completeness=all --mask-policy end_of_turn=true)")
+    g.addoption("--save-baseline", metavar="FILE", help="write the dataset's profile to FILE (compare later with --baseline)")
+    g.addoption("--baseline", metavar="FILE", help="compare the dataset with a profile saved by --save-baseline; "
+                                                   "thresholds from the contract's [baseline] table")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -89,6 +100,19 @@ def build_engine(config: pytest.Config) -> Engine:
     return engine
 
 
+def _baseline_options(config: pytest.Config) -> tuple[Path | None, dict | None, Path | None]:
+    """--baseline (read and checked now: a bad file is a usage error) and --save-baseline."""
+    dataset = config.stash[ENGINE_KEY].dataset.path.resolve()
+    compare = config.getoption("baseline")
+    save = config.getoption("save_baseline")
+    doc = baseline_mod.load_baseline(Path(compare).expanduser()) if compare else None
+    save_path = Path(save).expanduser().resolve() if save else None
+    if save_path is not None and (save_path.is_dir() or dataset in save_path.parents):
+        raise UsageProblem(f"--save-baseline {save}: " + ("is a directory; pass a file name" if save_path.is_dir()
+                           else "is inside the dataset folder; the dataset is read-only, choose another place"))
+    return (Path(compare).expanduser() if compare else None), doc, save_path
+
+
 def _explicit_dist(config: pytest.Config) -> bool:
     return any(a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args)
 
@@ -104,7 +128,14 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):
-        config.pluginmanager.register(ContractRun(config.stash[ENGINE_KEY]), "drafter_contracts_run")
+        try:
+            run = ContractRun(config.stash[ENGINE_KEY], *_baseline_options(config))
+        except UsageProblem as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.pluginmanager.register(run, "drafter_contracts_run")
+        if getattr(config.option, "xmlpath", "") is None and not config.option.collectonly:
+            # JUnit XML by default, next to summary.json (--junitxml overrides; -p no:junitxml turns it off).
+            config.option.xmlpath = str(Path(config.getoption("report_dir")).expanduser() / "junit.xml")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE_DIR)]  # no test paths given: run the contract suite
     # Keep all tests of a shard on one worker so the shard is read and labelled once.
@@ -164,7 +195,12 @@ def check_dataset(request: pytest.FixtureRequest, engine: Engine, check: str) ->
 
 def check_shard(request: pytest.FixtureRequest, engine: Engine, shard: Shard, check: str) -> None:
     """Body of a per-shard contract test."""
-    request.node.user_properties.append((STATS_KEY, engine.stats(shard)))
+    sent = request.config.stash.setdefault(STATS_SENT_KEY, set())
+    if shard.index not in sent:  # once per shard and process: the stats hold sparse id counts, not small
+        stats = engine.stats(shard)
+        request.node.user_properties.append((STATS_KEY, stats))
+        if stats is not None:
+            sent.add(shard.index)
     result = engine.shard_check(shard, check)
     request.node.user_properties.append((RESULT_KEY, result.to_dict()))
     if result.skipped:
@@ -174,43 +210,133 @@ def check_shard(request: pytest.FixtureRequest, engine: Engine, shard: Shard, ch
 
 
 class ContractRun:
-    """Controller-side plugin object (pytest-xdist/pytest-cov pattern): records reports, writes the summary.
+    """Controller-side plugin object (pytest-xdist/pytest-cov pattern): records reports, writes the reports.
 
     Registered only where the run's reports arrive: the single process with
-    ``-n 0``, the controller with xdist. Workers just run tests.
+    ``-n 0``, the controller with xdist. Workers just run tests. Global checks that
+    need every shard's stats (the baseline comparison) run here at session end and
+    are reported through pytest's own report hook, so the terminal, JUnit, the exit
+    code and summary.json all see them like any other contract test.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, baseline_path: Path | None = None, baseline: dict | None = None,
+                 save_baseline: Path | None = None) -> None:
         self.engine = engine
+        self.baseline_path, self.baseline, self.save_baseline = baseline_path, baseline, save_baseline
         self.recorder = Recorder()
         self.started = time.time()
         self.summary: dict[str, Any] | None = None
         self.summary_path: Path | None = None
+        self.artifacts: list[str] = []
+        self._module_prefix: str | None = None
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             reason = None
             if report.skipped and isinstance(report.longrepr, tuple):
                 reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-            self.recorder.add(report.nodeid, report.outcome, dict(report.user_properties), reason)
+            self.recorder.add(report.nodeid, report.outcome, dict(report.user_properties), reason,
+                              float(getattr(report, "duration", 0.0) or 0.0))
+            if self._module_prefix is None and "::" in report.nodeid:
+                self._module_prefix = report.nodeid.split("::", 1)[0]
+        # Per-shard stats are for summary.json; keep them out of junit.xml properties.
+        ours = (RESULT_KEY, STATS_KEY, DETAILS_KEY)
+        report.user_properties = [(k, v) for k, v in report.user_properties if k not in ours]
+
+    def report_global(self, session: pytest.Session, result: CheckResult, details: list[str]) -> None:
+        """Send a controller-side contract verdict through pytest's report hooks (setup, call, teardown)."""
+        name = f"test_{result.check}"
+        nodeid = f"{self._module_prefix or 'drafter-contracts'}::{name}"
+        location = (self._module_prefix or "drafter-contracts", None, name)
+        props = [(RESULT_KEY, result.to_dict()), (DETAILS_KEY, details)]
+        if result.skipped:
+            outcome, longrepr = "skipped", (location[0], 0, f"Skipped: {result.skipped}")
+        elif result.ok:
+            outcome, longrepr = "passed", None
+        else:
+            outcome, longrepr = "failed", "\n".join([f"{result.check}: {result.message}", *details])
+        hook = session.config.hook
+        hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, "passed", None, "setup"))
+        hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, outcome, longrepr, "call",
+                                                               user_properties=props))
+        hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, "passed", None, "teardown"))
+        if outcome == "failed":
+            session.testsfailed += 1
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _meta(self) -> dict[str, Any]:
+        engine = self.engine
+        dataset = dataset_fingerprint(engine.dataset)
+        dataset["columns"] = engine.dataset.column_types()
+        return {
+            "dataset": dataset,
+            "contract": engine.contract.to_dict(),
+            "tokenizer": tokenizer_fingerprint(engine.vocab),
+            "timing": {"wall_seconds": round(time.time() - self.started, 3)},
+        }
+
+    def _baseline_check(self, session: pytest.Session, meta: dict[str, Any]) -> None:
+        engine, base = self.engine, self.baseline
+        assert base is not None and self.baseline_path is not None
+        stats = [self.recorder.stats[k] for k in sorted(self.recorder.stats)]
+        head = baseline_mod.header(self.baseline_path, base)
+        if len(stats) != len(engine.shards):
+            result = CheckResult(baseline_mod.CHECK, "dataset", skipped=(
+                f"stats cover {len(stats)} of {len(engine.shards)} shards (tests deselected or skipped); "
+                "a baseline compares whole datasets"))
+            self.report_global(session, result, [head])
+            return
+        from .report.profile import dataset_profile
+
+        current = {"profile": dataset_profile(stats, engine.contract.baseline.top_k), "tokenizer": meta["tokenizer"]}
+        vocab = engine.vocab
+        decode = (lambda i: vocab.decode([i])) if vocab is not None else None
+        comparison = baseline_mod.compare(base, current, merged_counts(stats), engine.contract.baseline, decode)
+        self.report_global(session, baseline_mod.result(comparison, current["profile"]["rows"]),
+                            [head, *comparison.text()])
+
+    def _decode_examples(self, summary: dict[str, Any]) -> None:
+        """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts."""
+        for name, c in summary["checks"].items():
+            if c["verdict"] != "fail":
+                continue
+            for ex in c["examples"][:MAX_DECODED]:
+                try:
+                    ex["excerpt"] = decoded_example(self.engine, ex["row"], ex["position"], name, ex.get("reason", ""))
+                except Exception as exc:  # an unreadable row must not cost the whole report
+                    ex["excerpt"] = {"error": f"{type(exc).__name__}: {exc}"}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.recorder.checks:
             return  # no contract test ran (--collect-only, other test paths): keep the last summary
-        engine, vocab = self.engine, self.engine.vocab
-        meta = {
-            "dataset": {"path": str(engine.dataset.path), "split": engine.dataset.split,
-                        "num_rows": engine.dataset.num_rows, "files": [f.name for f in engine.dataset.files],
-                        "fingerprint": engine.dataset.fingerprint(), "columns": engine.dataset.column_types()},
-            "contract": engine.contract.to_dict(),
-            "tokenizer": {"name": vocab.name if vocab else None, "fingerprint": vocab.fingerprint if vocab else None,
-                          "size": vocab.size if vocab else None},
-            "timing": {"wall_seconds": round(time.time() - self.started, 3)},
-        }
-        self.summary = build_summary(meta, self.recorder, len(engine.shards), int(exitstatus),
-                                     DATASET_CHECKS + ROW_CHECKS)
-        self.summary_path = write_summary(self.summary, Path(session.config.getoption("report_dir")).expanduser())
+        engine = self.engine
+        meta = self._meta()
+        if self.baseline is not None:
+            self._baseline_check(session, meta)
+        meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
+        self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
+                                     DATASET_CHECKS + ROW_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k)
+        for name, c in self.summary["checks"].items():
+            for ex in c["examples"]:
+                ex.setdefault("check", name)
+        self._decode_examples(self.summary)
+        report_dir = Path(session.config.getoption("report_dir")).expanduser()
+        self.summary_path = write_summary(self.summary, report_dir)
+        self.artifacts = [str(self.summary_path), str(write_html(self.summary, report_dir / "report.html"))]
+        xml = getattr(session.config.option, "xmlpath", None)
+        if xml:
+            self.artifacts.append(str(Path(xml).expanduser()))
+        if self.save_baseline is not None:
+            if self.summary["figures"]["complete"]:
+                baseline_mod.write_baseline(baseline_mod.make_baseline(self.summary), self.save_baseline)
+                failing = sum(c["verdict"] == "fail" for c in self.summary["checks"].values())
+                note = f"; note: {failing} contract(s) fail on this data" if failing else ""
+                self.artifacts.append(f"{self.save_baseline} (baseline saved{note})")
+            else:
+                self.artifacts.append(f"{self.save_baseline} NOT saved: stats cover only part of the shards")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:
@@ -218,4 +344,5 @@ class ContractRun:
         terminalreporter.section("drafter-contracts")
         for line in terminal_lines(self.summary):
             terminalreporter.line(line)
-        terminalreporter.line(f"summary: {self.summary_path}")
+        for path in self.artifacts:
+            terminalreporter.line(f"report: {path}")

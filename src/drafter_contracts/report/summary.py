@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+from .profile import dataset_profile, merged_counts
+
+SCHEMA_VERSION = 2
 RESULT_KEY = "drafter_contracts.result"
 STATS_KEY = "drafter_contracts.stats"
+#: Lines a global check explains itself with (e.g. the baseline diff), kept in summary.json.
+DETAILS_KEY = "drafter_contracts.details"
 MAX_SUMMARY_EXAMPLES = 20
 
 
@@ -28,7 +32,8 @@ class Recorder:
     stats: dict[int, dict] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
 
-    def add(self, nodeid: str, outcome: str, props: dict[str, Any], skip_reason: str | None) -> None:
+    def add(self, nodeid: str, outcome: str, props: dict[str, Any], skip_reason: str | None,
+            duration: float = 0.0) -> None:
         self.outcomes[nodeid] = outcome
         if STATS_KEY in props and props[STATS_KEY] is not None:
             self.stats[int(props[STATS_KEY]["shard"])] = props[STATS_KEY]
@@ -37,8 +42,9 @@ class Recorder:
             return
         c = self.checks.setdefault(result["check"], {
             "tests": 0, "passed": 0, "failed": 0, "skipped": 0, "rows_checked": 0, "rows_violating": 0,
-            "by_reason": defaultdict(int), "examples": [], "messages": [], "skip_reasons": []})
+            "by_reason": defaultdict(int), "examples": [], "messages": [], "skip_reasons": [], "seconds": 0.0})
         c["tests"] += 1
+        c["seconds"] += duration
         c[outcome] = c.get(outcome, 0) + 1
         c["rows_checked"] += result["rows_checked"]
         c["rows_violating"] += result["rows_violating"]
@@ -47,6 +53,8 @@ class Recorder:
         c["examples"].extend(result["examples"])
         if result["message"]:
             c["messages"].append(result["message"])
+        if props.get(DETAILS_KEY):
+            c["details"] = list(props[DETAILS_KEY])
         reason = result["skipped"] or skip_reason
         if reason and reason not in c["skip_reasons"]:
             c["skip_reasons"].append(reason)
@@ -83,17 +91,17 @@ def global_figures(stats: dict[int, dict], num_shards: int) -> dict[str, Any]:
         out["boundary_tokens"] = sum(p.get("boundary_tokens", 0) for p in parts)
         out["boundary_supervised"] = sum(p.get("boundary_supervised", 0) for p in parts)
         out["role_tokens"] = dict(sorted(roles.items()))
-    if any("supervised_role_tokens" in p for p in parts):  # mask policy: supervised tokens per role
+    if any("role_supervised" in p for p in parts):  # mask policy: supervised tokens per role
         sup_roles: dict[str, int] = defaultdict(int)
         for p in parts:
-            for k, v in p.get("supervised_role_tokens", {}).items():
+            for k, v in p.get("role_supervised", {}).items():
                 sup_roles[k] += v
         out["supervised_role_tokens"] = dict(sorted(sup_roles.items()))
     return out
 
 
 def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exit_status: int,
-                  order: tuple[str, ...] = ()) -> dict[str, Any]:
+                  order: tuple[str, ...] = (), top_k: int = 100) -> dict[str, Any]:
     """The summary.json document; ``order`` fixes the order of checks (reports arrive in any order)."""
     rank = {name: i for i, name in enumerate(order)}
     checks = {}
@@ -107,14 +115,27 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
             "examples": sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES],
             "messages": c["messages"],
             "skip_reasons": c["skip_reasons"],
+            "details": c.get("details", []),
         }
+    shards = [recorder.stats[k] for k in sorted(recorder.stats)]
+    # Timings live apart from the verdicts, so verdicts are identical whatever -n was.
+    meta = {**meta, "timing": {**meta.get("timing", {}),
+                               "per_check_seconds": {n: round(recorder.checks[n]["seconds"], 3) for n in checks}}}
     return {
         "schema_version": SCHEMA_VERSION,
         **meta,
         "exit_status": exit_status,
         "figures": global_figures(recorder.stats, num_shards),
+        "profile": dataset_profile(shards, top_k),
         "checks": checks,
+        # Sparse id counts are summed here once instead of per shard: a sum of sums is all a merge needs.
+        "supervised_id_counts": _counts_json(merged_counts(shards)),
+        "shards": [{k: v for k, v in s.items() if k != "supervised_id_counts"} for s in shards],
     }
+
+
+def _counts_json(counts: tuple | None) -> dict[str, list[int]] | None:
+    return None if counts is None else {"ids": counts[0].tolist(), "counts": counts[1].tolist()}
 
 
 def write_summary(summary: dict[str, Any], report_dir: Path) -> Path:
@@ -125,6 +146,7 @@ def write_summary(summary: dict[str, Any], report_dir: Path) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(summary, fh, indent=2, sort_keys=False)
         fh.write("\n")
+    os.chmod(tmp, 0o644)
     os.replace(tmp, target)
     return target
 
@@ -147,6 +169,13 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         + (f" · header/content boundary tokens {_fmt(f['boundary_tokens'])} ({_fmt(f['boundary_supervised'])} supervised)"
            if "boundary_tokens" in f else ""),
     ]
+    prof = summary.get("profile") or {}
+    q = (prof.get("seq_len") or {}).get("quantiles")
+    if q:
+        share_q = (prof.get("supervised_share_per_row") or {}).get("quantiles") or {}
+        lines.append(f"seq_len p05/p50/p95/p99 {_fmt(q['p05'])}/{_fmt(q['p50'])}/{_fmt(q['p95'])}/{_fmt(q['p99'])} "
+                     f"(bin lower edges, <= 4.4% wide)"
+                     + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
     if not f["complete"]:
         lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards (tests were deselected or skipped)")
     if f["rows_excluded"]:

@@ -1,0 +1,23 @@
+"""Violating rows as structured segments, for summary.json and report.html.
+
+The segments come from :mod:`drafter_contracts.explain`, the same records the terminal
+draws, so a row looks the same in both places: ``{"text", "role", "supervised",
+"offending", "start", "end"}`` runs of tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..explain import explain_row
+
+#: Decoded examples kept per failing contract.
+MAX_DECODED = 3
+
+
+def decoded_example(engine: Any, row: int, position: int, check: str, reason: str = "") -> dict[str, Any]:
+    """Read one row (a one-row shard read), label it, and cut its excerpt."""
+    ex = explain_row(check, row, position, reason, engine)
+    segs = ex.window.segments
+    start, stop = (segs[0].start, segs[-1].end) if segs else (0, 0)
+    return {"start": start, "stop": stop, "length": ex.length, "segments": [s.to_dict() for s in segs]}

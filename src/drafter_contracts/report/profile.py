@@ -1,0 +1,156 @@
+"""The dataset profile: fixed-bin histograms and exact token counts, merged from per-shard stats.
+
+Every per-shard figure here is mergeable (sums of counts over fixed bins, sparse
+id counts), so the profile of a whole dataset - or of several machines' runs put
+together - is the same function of the same shard records, whatever the sharding.
+Quantiles are read from the merged histogram, never averaged over shards.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+#: seq_len bins: 16 per octave from 1 to 2**20 tokens (edges rounded down to integers, so
+#: lengths below 23 get exact bins). A bin spans at most 2**(1/16) - 1 = 4.4 % of its lower edge.
+SEQ_LEN_BINS_PER_OCTAVE = 16
+SEQ_LEN_EDGES: np.ndarray = np.unique(np.floor(2.0 ** (np.arange(0, 20 * SEQ_LEN_BINS_PER_OCTAVE + 1)
+                                                        / SEQ_LEN_BINS_PER_OCTAVE)).astype(np.int64))
+#: Per-row supervised share bins: 50 bins of 0.02 on [0, 1]; a share of exactly 1 goes in the last.
+SHARE_BINS = 50
+QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+
+
+def seq_len_histogram(lengths: np.ndarray) -> list[int]:
+    """Counts of row lengths in the fixed log bins; the last bin also holds anything longer."""
+    idx = np.clip(np.searchsorted(SEQ_LEN_EDGES, lengths, side="right") - 1, 0, len(SEQ_LEN_EDGES) - 2)
+    return np.bincount(idx, minlength=len(SEQ_LEN_EDGES) - 1).astype(np.int64).tolist()
+
+
+def share_histogram(supervised: np.ndarray, lengths: np.ndarray) -> list[int]:
+    """Counts of per-row supervised shares (rows of length 0 are left out)."""
+    keep = lengths > 0
+    share = supervised[keep] / lengths[keep]
+    idx = np.minimum((share * SHARE_BINS).astype(np.int64), SHARE_BINS - 1)
+    return np.bincount(idx, minlength=SHARE_BINS).astype(np.int64).tolist()
+
+
+def sparse_counts(ids: np.ndarray) -> dict[str, list[int]]:
+    """Exact counts of the (non-negative) ids given, kept sparse: {"ids": [...], "counts": [...]}."""
+    if not len(ids):
+        return {"ids": [], "counts": []}
+    if ids.min() < 0:  # a corrupt negative id is reported by ids_known; it has no count here
+        ids = ids[ids >= 0]
+        if not len(ids):
+            return {"ids": [], "counts": []}
+    counts = np.bincount(ids.astype(np.int64, copy=False))
+    nz = np.flatnonzero(counts)
+    return {"ids": nz.tolist(), "counts": counts[nz].tolist()}
+
+
+# --- merging -----------------------------------------------------------------------------------
+
+
+def merged_histogram(stats: Iterable[dict], key: str, bins: int) -> np.ndarray | None:
+    """Elementwise sum of one fixed-bin histogram over shard records (None if none carries it)."""
+    total = np.zeros(bins, dtype=np.int64)
+    seen = False
+    for s in stats:
+        h = s.get(key)
+        if h is not None:
+            total += np.asarray(h, dtype=np.int64)
+            seen = True
+    return total if seen else None
+
+
+def merged_counts(stats: Iterable[dict], key: str = "supervised_id_counts") -> tuple[np.ndarray, np.ndarray] | None:
+    """Exact per-id counts summed over shards, as sorted (ids, counts)."""
+    parts_ids, parts_counts = [], []
+    for s in stats:
+        c = s.get(key)
+        if c is None:
+            return None
+        parts_ids.append(np.asarray(c["ids"], dtype=np.int64))
+        parts_counts.append(np.asarray(c["counts"], dtype=np.int64))
+    if not parts_ids:
+        return None
+    ids = np.concatenate(parts_ids)
+    counts = np.concatenate(parts_counts)
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return uniq, np.bincount(inv, weights=counts, minlength=len(uniq)).astype(np.int64)
+
+
+def quantiles(hist: np.ndarray, edges: np.ndarray, qs: Iterable[float] = QUANTILES) -> dict[str, int | float | None]:
+    """Lower edge of the bin holding each quantile (exact to the bin's resolution)."""
+    total = int(hist.sum())
+    out: dict[str, int | float | None] = {}
+    cum = np.cumsum(hist)
+    for q in qs:
+        key = f"p{round(q * 100):02d}"
+        if total == 0:
+            out[key] = None
+            continue
+        i = int(np.searchsorted(cum, q * total, side="left"))
+        v = edges[min(i, len(edges) - 1)].item()
+        out[key] = round(v, 6) if isinstance(v, float) else v
+    return out
+
+
+def top_tokens(ids: np.ndarray, counts: np.ndarray, k: int) -> list[tuple[int, int]]:
+    """The k most frequent ids, ties broken by id (deterministic)."""
+    order = np.lexsort((ids, -counts))[:k]
+    return [(int(ids[i]), int(counts[i])) for i in order]
+
+
+def shares(counts: dict[str, int]) -> dict[str, float]:
+    total = sum(counts.values())
+    return {k: v / total for k, v in sorted(counts.items())} if total else {}
+
+
+def summed(stats: Iterable[dict], key: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in stats:
+        for k, v in (s.get(key) or {}).items():
+            out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+def dataset_profile(stats: list[dict], top_k: int = 100,
+                    counts: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+    """What a person compares between two versions of a dataset, from shard records alone.
+
+    ``counts`` are already-merged supervised id counts (e.g. the summed top-level
+    ``supervised_id_counts`` of several summaries), for shard records that no longer carry theirs.
+    """
+    seq = merged_histogram(stats, "seq_len_hist", len(SEQ_LEN_EDGES) - 1)
+    share = merged_histogram(stats, "supervised_share_hist", SHARE_BINS)
+    tokens = sum(int(s["tokens"]) for s in stats)
+    sup = [s.get("supervised_tokens") for s in stats]
+    sup_total = sum(sup) if stats and all(v is not None for v in sup) else None
+    if counts is None:
+        counts = merged_counts(stats)
+    out: dict[str, Any] = {
+        "rows": sum(int(s["rows"]) for s in stats),
+        "rows_checked": sum(int(s["rows_checked"]) for s in stats),
+        "tokens": tokens,
+        "seq_len": {
+            "bin_edges": SEQ_LEN_EDGES.tolist(),
+            "bins_per_octave": SEQ_LEN_BINS_PER_OCTAVE,
+            "histogram": seq.tolist() if seq is not None else None,
+            "quantiles": quantiles(seq, SEQ_LEN_EDGES) if seq is not None else None,
+        },
+        "supervised_tokens": sup_total,
+        "supervised_share": (sup_total / tokens) if sup_total is not None and tokens else None,
+        "supervised_share_per_row": {
+            "bins": SHARE_BINS,
+            "histogram": share.tolist() if share is not None else None,
+            "quantiles": quantiles(share, np.linspace(0, 1, SHARE_BINS + 1)) if share is not None else None,
+        },
+        "role_token_shares": shares(summed(stats, "role_tokens")),
+        "role_supervised_shares": shares(summed(stats, "role_supervised")),
+        "top_supervised_tokens": None,
+    }
+    if counts is not None:
+        out["top_supervised_tokens"] = [{"id": i, "count": c} for i, c in top_tokens(*counts, top_k)]
+    return out
