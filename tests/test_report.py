@@ -21,7 +21,7 @@ import pytest
 
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import open_dataset
-from drafter_contracts.engine import Engine
+from drafter_contracts.engine import DATASET_CHECKS, ROW_CHECKS, Engine
 from drafter_contracts.fixtures.mutants import MUTANTS
 from drafter_contracts.report.html import render_segments
 from drafter_contracts.report.profile import SEQ_LEN_EDGES, dataset_profile, quantiles
@@ -83,11 +83,11 @@ def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
     junit = ET.parse(report / "junit.xml").getroot()
     suite = junit if junit.tag == "testsuite" else junit.find("testsuite")
     total = sum(c["tests"] for c in summary["checks"].values())
-    assert int(suite.get("tests")) == total == 48 and int(suite.get("failures")) == 0
+    assert int(suite.get("tests")) == total == len(DATASET_CHECKS) + 5 * len(ROW_CHECKS) and int(suite.get("failures")) == 0
     assert "drafter_contracts.stats" not in (report / "junit.xml").read_text()  # raw stats stay in summary.json
 
     page = (report / "report.html").read_text()
-    assert page.count('<tr data-verdict="pass">') == 12 and 'data-verdict="fail"' not in page.split("<tbody>")[1]
+    assert page.count('<tr data-verdict="pass">') == len(summary["checks"]) and 'data-verdict="fail"' not in page.split("<tbody>")[1]
     for plot in ("plot-seq-len", "plot-supervised-share", "plot-roles"):
         assert f'id="{plot}"' in page
     assert page.count('class="bound"') == 2  # min_len and max_len drawn on the seq_len plot
