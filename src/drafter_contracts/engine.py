@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
-from .checks import dataset_level, rows, spans
+from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, plan_shards
@@ -28,6 +29,12 @@ from .vocab import Vocabulary
 ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_len_bounds", "ids_known",
               "min_supervised", "turns_well_formed", "mask_on_assistant_spans")
 DATASET_CHECKS = ("schema", "row_count", "not_empty")
+#: Issue 5: whole-dataset token_freq.pt, sampled tokenizer drift, report-only content contracts.
+GLOBAL_CHECKS = ("token_freq",)
+DRIFT_CHECKS = ("tokenizer_drift",)
+CONTENT_CHECKS = content.CONTENT_CHECKS
+_NEEDS_MASK_CONTENT = {"cut_mid_reply", "dflash_anchors", "placeholder_replies"}
+_NEEDS_TOKENIZER_CONTENT = {"placeholder_replies", "cut_mid_reply", "tokenizer_drift"}
 _NEEDS_MASK = {"mask_values", "min_supervised", "mask_on_assistant_spans"}
 #: Checks that read raw columns, not the view of usable rows.
 _RAW_CHECKS = {"no_nulls", "no_empty_rows", "lengths_agree", "mask_values"}
@@ -74,6 +81,8 @@ class ShardWork:
             "supervised_tokens": int(self.view.mask.sum()) if self.view.mask is not None else None,
         }
         labels = self.labels
+        if self.view.mask is not None:
+            out["anchor_positions"] = int(content.anchor_counts(self.view, self.contract.content.block_size).sum())
         if labels is not None:
             counts = np.bincount(labels.role, minlength=len(Role))
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
@@ -94,6 +103,7 @@ class Engine:
     _results: dict[tuple[int, str], CheckResult] = field(default_factory=dict)
     _stats: dict[int, dict] = field(default_factory=dict)
     _work: ShardWork | None = None
+    token_freq_path: Path | None = None  # --token-freq FILE, else token_freq.pt beside the dataset if present
 
     def __post_init__(self) -> None:
         if self.vocab is not None and self.profile is None:
@@ -124,6 +134,12 @@ class Engine:
             return self.column_problems["input_ids"]
         if check in _NEEDS_MASK and "loss_mask" in self.column_problems:
             return self.column_problems["loss_mask"]
+        if check in _NEEDS_MASK_CONTENT and "loss_mask" in self.column_problems:
+            return self.column_problems["loss_mask"]
+        if check in _NEEDS_TOKENIZER_CONTENT and self.vocab is None:
+            return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
+        if check == "tokenizer_drift" and self.contract.drift.sample_rows == 0:
+            return "[drift] sample_rows = 0 in the contract: tokenizer drift is not checked"
         if check in _NEEDS_TOKENIZER and self.vocab is None:
             return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
         return None
@@ -135,6 +151,8 @@ class Engine:
             return dataset_level.check_row_count(self.dataset.num_rows, self.contract)
         if check == "not_empty":
             return dataset_level.check_not_empty(self.dataset.num_rows)
+        if check == "token_freq":
+            return self._token_freq()
         raise KeyError(check)
 
     def work(self, shard: Shard) -> ShardWork:
@@ -177,6 +195,17 @@ class Engine:
             "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
             "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
             "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(w.view, a, w.labels, self.contract),
+            "duplicate_rows": lambda: CheckResult("duplicate_rows", a.shard.id, rows_checked=len(w.view.rows),
+                                                  report_only=not self.contract.content.strict),
+            "placeholder_replies": lambda: content.check_placeholder_replies(w.view, a, w.labels, self.reply_tables,
+                                                                             self.contract),
+            "cut_mid_reply": lambda: content.check_cut_mid_reply(w.view, a, w.labels, self.contract),
+            "short_rows": lambda: content.check_short_rows(w.view, a, self.contract),
+            "dflash_anchors": lambda: content.check_dflash_anchors(w.view, a, self.contract,
+                                                                   rows.supervised_per_row(w.view)),
+            "tokenizer_drift": lambda: drift.check_tokenizer_drift(
+                w.view, a, self.vocab.backend, self.special_ids, self.vocab.known,
+                drift.rows_per_shard(self.contract.drift.sample_rows, len(self.shards)), self.contract.drift.seed),
         }
         return runners[check]()
 
@@ -208,3 +237,54 @@ class Engine:
             return None
         return (f"--tokenizer {self.vocab.name}: {unknown:,} of {len(ids):,} ids in {self.shards[0].id} are not its tokens "
                 f"(largest id {int(ids.max()):,}, tokenizer size {self.vocab.size:,}); pass the tokenizer that produced the dataset")
+
+    # --- issue 5: content, drift, token_freq -------------------------------------------------------
+
+    def row_hashes(self, shard: Shard) -> tuple[np.ndarray, np.ndarray]:
+        """(global row index, 64-bit hash) of the shard's usable rows, for the controller's duplicate search."""
+        w = self.work(shard)
+        return (w.view.rows + shard.start).astype(np.int64), content.row_hashes(w.view)
+
+    @cached_property
+    def special_ids(self) -> np.ndarray:
+        """Bool per id: added/special tokens, where the tokenizer splits text before BPE."""
+        out = np.zeros(self.vocab.size, dtype=bool)
+        ids = [i for i in self.vocab.backend.get_added_tokens_decoder() if 0 <= i < self.vocab.size]
+        out[ids] = True
+        return out
+
+    @cached_property
+    def reply_tables(self) -> content.ReplyTables:
+        vocab, profile = self.vocab, self.profile
+        assistant = np.zeros(vocab.size, dtype=bool)
+        assistant[profile.role_of_id == Role.ASSISTANT] = True
+        blank = profile.newline_lead.copy()
+        space = vocab.single_id(" ")
+        if space is not None:
+            blank[space] = True
+        markers = np.array([i for pair in (profile.think,) if pair for i in pair], dtype=np.int64)
+        placeholders = []
+        for text in self.contract.content.placeholder_replies:
+            ids = self.vocab.backend.encode(text, add_special_tokens=False).ids
+            placeholders.append((text, np.array(ids, dtype=np.int64)))
+        return content.ReplyTables(profile.start, assistant, blank, markers, tuple(placeholders))
+
+    def _token_freq(self) -> CheckResult:
+        path = self.token_freq_path
+        if path is None:
+            beside = self.dataset.path / token_freq.FILE_NAME
+            if not beside.is_file():
+                return CheckResult("token_freq", "dataset", skipped=(
+                    f"no {token_freq.FILE_NAME} beside the dataset and no --token-freq FILE given"))
+            path = beside
+        if "input_ids" in self.column_problems or "loss_mask" in self.column_problems:
+            return CheckResult("token_freq", "dataset", skipped=self.column_problems.get(
+                "input_ids", self.column_problems.get("loss_mask")))
+        stored, problem = token_freq.load_token_freq(path)
+        if stored is None:
+            return CheckResult("token_freq", "dataset", message=problem)
+        recomputed = token_freq.supervised_histogram(self.dataset.read(s) for s in self.shards)
+        decode = (lambda i: self.vocab.decode([i])) if self.vocab is not None else None
+        result = token_freq.compare(recomputed, stored, decode, path)
+        result.rows_checked = self.dataset.num_rows
+        return result

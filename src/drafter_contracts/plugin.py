@@ -16,7 +16,8 @@ import pytest
 
 from .config import load_contract, resolve_contract_path
 from .dataset import Shard, open_dataset
-from .engine import DATASET_CHECKS, ROW_CHECKS, Engine
+from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, replace_in_recorder
+from .engine import CONTENT_CHECKS, DATASET_CHECKS, DRIFT_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
 from .report.summary import RESULT_KEY, STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
@@ -39,6 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--shard-size", metavar="ROWS", type=int, help="rows per shard (the unit xdist spreads)")
     g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json goes (default: reports/)")
     g.addoption("--split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
+    g.addoption("--token-freq", metavar="FILE", help="token_freq.pt to check (default: the one beside the dataset, if any)")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -77,6 +79,11 @@ def build_engine(config: pytest.Config) -> Engine:
     if report_dir == dataset.path.resolve() or dataset.path.resolve() in report_dir.parents:
         raise UsageProblem(f"--report-dir {report_dir}: is inside the dataset folder; the dataset is read-only, choose another folder")
     engine = Engine(dataset, contract, vocab)
+    token_freq = config.getoption("token_freq")
+    if token_freq:
+        engine.token_freq_path = Path(token_freq).expanduser()
+        if not engine.token_freq_path.is_file():
+            raise UsageProblem(f"--token-freq {token_freq}: no such file; pass the token_freq.pt written with the dataset")
     if vocab is not None:
         vocab.save_tables()  # the profile has made its lookups: workers start from the cache
     problem = engine.coverage_problem()
@@ -101,6 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):
         config.pluginmanager.register(ContractRun(config.stash[ENGINE_KEY]), "drafter_contracts_run")
+        config.pluginmanager.register(PayloadCollector(), "drafter_contracts_payloads")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE_DIR)]  # no test paths given: run the contract suite
     # Keep all tests of a shard on one worker so the shard is read and labelled once.
@@ -169,6 +177,19 @@ def check_shard(request: pytest.FixtureRequest, engine: Engine, shard: Shard, ch
         pytest.fail(format_failure(result, engine), pytrace=False)
 
 
+def check_content(request: pytest.FixtureRequest, engine: Engine, shard: Shard, check: str) -> None:
+    """Body of a per-shard suspicious-content or drift test: report-only results warn and pass."""
+    request.node.user_properties.append((STATS_KEY, engine.stats(shard)))
+    result = engine.shard_check(shard, check)
+    if check == "duplicate_rows" and result.skipped is None:
+        request.node.user_properties.append((HASHES_KEY, hashes_payload(shard.index, *engine.row_hashes(shard))))
+    request.node.user_properties.append((RESULT_KEY, result.to_dict()))
+    if result.skipped:
+        pytest.skip(result.skipped)
+    if not result.ok and not result.report_only:
+        pytest.fail(format_failure(result, engine), pytrace=False)
+
+
 class ContractRun:
     """Controller-side plugin object (pytest-xdist/pytest-cov pattern): records reports, writes the summary.
 
@@ -194,6 +215,13 @@ class ContractRun:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.recorder.checks:
             return  # no contract test ran (--collect-only, other test paths): keep the last summary
+        collector = session.config.pluginmanager.get_plugin("drafter_contracts_payloads")
+        if collector is not None and "duplicate_rows" in self.recorder.checks:
+            dup = collector.duplicates(len(self.engine.shards), self.engine.contract.content.strict)
+            replace_in_recorder(self.recorder, dup)
+            if dup.message and not dup.report_only and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            exitstatus = session.exitstatus
         engine, vocab = self.engine, self.engine.vocab
         meta = {
             "dataset": {"path": str(engine.dataset.path), "split": engine.dataset.split,
@@ -205,7 +233,7 @@ class ContractRun:
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
         }
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(exitstatus),
-                                     DATASET_CHECKS + ROW_CHECKS)
+                                     DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + DRIFT_CHECKS + CONTENT_CHECKS)
         self.summary_path = write_summary(self.summary, Path(session.config.getoption("report_dir")).expanduser())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -45,6 +45,7 @@ class Recorder:
         for reason, count in result["by_reason"].items():
             c["by_reason"][reason] += count
         c["examples"].extend(result["examples"])
+        c["report_only"] = c.get("report_only", False) or bool(result.get("report_only"))
         if result["message"]:
             c["messages"].append(result["message"])
         reason = result["skipped"] or skip_reason
@@ -83,6 +84,8 @@ def global_figures(stats: dict[int, dict], num_shards: int) -> dict[str, Any]:
         out["boundary_tokens"] = sum(p.get("boundary_tokens", 0) for p in parts)
         out["boundary_supervised"] = sum(p.get("boundary_supervised", 0) for p in parts)
         out["role_tokens"] = dict(sorted(roles.items()))
+    if parts and all("anchor_positions" in p for p in parts):
+        out["anchor_positions"] = sum(p["anchor_positions"] for p in parts)  # DFlash anchor candidates, whole dataset
     return out
 
 
@@ -94,6 +97,8 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
     for name in sorted(recorder.checks, key=lambda n: (rank.get(n, len(rank)), n)):
         c = recorder.checks[name]
         verdict = "fail" if c["failed"] else ("skip" if c["skipped"] == c["tests"] else "pass")
+        if verdict == "pass" and c.get("report_only") and c["rows_violating"]:
+            verdict = "warn"  # suspicious content: listed, not failed (strict = true in [content] fails it)
         checks[name] = {
             "verdict": verdict,
             **{k: c[k] for k in ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")},
@@ -101,6 +106,7 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
             "examples": sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES],
             "messages": c["messages"],
             "skip_reasons": c["skip_reasons"],
+            "report_only": bool(c.get("report_only")),
         }
     return {
         "schema_version": SCHEMA_VERSION,
@@ -143,6 +149,9 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     ]
     if not f["complete"]:
         lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards (tests were deselected or skipped)")
+    if f.get("anchor_positions") is not None:
+        lines.append(f"DFlash anchor positions (supervised, outside each row's last block_size tokens) "
+                     f"{f['anchor_positions']:,}")
     if f["rows_excluded"]:
         lines.append(f"{f['rows_excluded']:,} rows with null/empty/length defects left out of the other per-row contracts")
     for name, c in summary["checks"].items():
@@ -151,6 +160,11 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
             detail = "; ".join(c["messages"]) or f"{c['rows_violating']:,} rows violate"
         elif c["verdict"] == "skip":
             detail = "; ".join(c["skip_reasons"])
+        elif c["verdict"] == "warn":
+            share = c["rows_violating"] / c["rows_checked"] if c["rows_checked"] else 0.0
+            reasons = "; ".join(f"{n:,} × {r}" for r, n in sorted(c["by_reason"].items(), key=lambda kv: -kv[1]))
+            rows = ", ".join(str(e["row"]) for e in c["examples"][:5])
+            detail = f"{c['rows_violating']:,} of {c['rows_checked']:,} rows ({share:.2%}): {reasons}; e.g. rows {rows}"
         elif c["rows_checked"]:
             detail = f"{c['rows_checked']:,} rows"
         lines.append(f"  {c['verdict'].upper():4} {name:<26} {detail}")
