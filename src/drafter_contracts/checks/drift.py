@@ -121,12 +121,13 @@ def check_tokenizer_drift(view: RowView, a: ShardArrays, backend, special: np.nd
                 first_bad[s.view_row] = (pos, orig[at:at + MAX_SHOWN_TOKENS], enc[at:at + MAX_SHOWN_TOKENS])
     finally:
         backend.encode_special_tokens = before
+    def pieces(seq: list[int]) -> str:
+        texts = backend.decode_batch([[i] for i in seq], skip_special_tokens=False) if seq else []
+        return "[" + ", ".join(f"{i} {t!r}" for i, t in zip(seq, texts)) + "]"
+
     examples = []
     for r, (pos, data_ids, tok_ids) in sorted(first_bad.items()):
-        data_text = backend.decode(data_ids, skip_special_tokens=False)
-        tok_text = backend.decode(tok_ids, skip_special_tokens=False)
         examples.append(Violation(int(view.rows[r]) + a.shard.start, int(pos),
-                                  f"{REASON} at token {pos}: data {data_ids} {data_text!r} vs tokenizer "
-                                  f"{tok_ids} {tok_text!r}"))
+                                  f"{REASON} at token {pos}: data {pieces(data_ids)} vs tokenizer {pieces(tok_ids)}"))
     return CheckResult("tokenizer_drift", a.shard.id, rows_checked=int(len(chosen)), rows_violating=len(examples),
                        by_reason={REASON: len(examples)} if examples else {}, examples=examples[:20])
