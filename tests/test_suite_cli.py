@@ -60,8 +60,13 @@ def test_clean_dataset_passes(clean_runs):
     _, _, runs = clean_runs
     proc, summary = runs["0"]
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert set(verdicts(summary).values()) == {"pass"}
-    assert len(summary["checks"]) == 12
+    v = verdicts(summary)
+    assert len(v) == 19
+    assert "fail" not in v.values()
+    # Content contracts only warn (the fixture holds "OK." replies like the seed); the rest pass.
+    assert {k for k, x in v.items() if x != "pass"} <= {"token_freq", "duplicate_rows", "placeholder_replies",
+                                                          "cut_mid_reply", "short_rows", "dflash_anchors"}
+    assert v["token_freq"] == "skip" and v["tokenizer_drift"] == "pass"
     figures = summary["figures"]
     assert figures["complete"] and figures["rows"] == FIXTURE_ROWS
     assert 0 < figures["supervised_share"] < 1
