@@ -66,9 +66,16 @@ def assistant_turns(view: RowView, labels: Labels, tables: ReplyTables) -> tuple
     same_row = np.searchsorted(view.offsets, starts, side="right") == np.searchsorted(view.offsets, nxt, side="right")
     ok = same_row & (starts + 1 < n)
     a_starts = starts[ok & tables.assistant_role[np.clip(ids[nxt], 0, len(tables.assistant_role) - 1)]]
-    turn = np.searchsorted(a_starts, np.arange(n), side="right") - 1
-    in_reply = np.isin(labels.role, np.array([*ASSISTANT_PARTS, Role.ASSISTANT_END], dtype=np.uint8))
-    return a_starts, np.where(in_reply, turn, -1)
+    opens = np.zeros(n, dtype=np.int32)
+    opens[a_starts] = 1
+    turn = np.cumsum(opens, dtype=np.int32) - 1
+    return a_starts, np.where(_role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)[labels.role], turn, -1)
+
+
+def _role_lut(*roles: Role) -> np.ndarray:
+    lut = np.zeros(len(Role), dtype=bool)
+    lut[list(roles)] = True
+    return lut
 
 
 def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tables: ReplyTables,
@@ -84,8 +91,9 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     a_starts, turn = assistant_turns(view, labels, tables)
     nt = len(a_starts)
     safe = np.clip(ids, 0, len(tables.blank) - 1)
-    text = (turn >= 0) & np.isin(role, np.array(ASSISTANT_PARTS, dtype=np.uint8)) & ~labels.boundary \
-        & ~tables.blank[safe] & ~np.isin(ids, tables.markers)
+    text = (turn >= 0) & _role_lut(*ASSISTANT_PARTS)[role] & ~labels.boundary & ~tables.blank[safe]
+    for marker in tables.markers.tolist():
+        text &= ids != marker
     closed = np.bincount(turn[(turn >= 0) & (role == Role.ASSISTANT_END)], minlength=nt) > 0
     reply_len = np.bincount(turn[text], minlength=nt)
     # Content-only tokens, compacted in order, for token-level placeholder matching.
@@ -125,7 +133,7 @@ def check_cut_mid_reply(view: RowView, a: ShardArrays, labels: Labels, contract:
     n = len(view.rows)
     last = np.maximum(view.offsets[1:] - 1, 0)
     at_cap = (lengths == contract.max_len) & (lengths > 0)
-    in_reply = np.isin(labels.role[last], np.array(ASSISTANT_PARTS, dtype=np.uint8))
+    in_reply = _role_lut(*ASSISTANT_PARTS)[labels.role[last]]
     hit = at_cap & in_reply & view.mask[last]
     return _result("cut_mid_reply", a, view, {1: (hit, lengths - 1, f"supervised reply cut at max_len {contract.max_len}")},
                    contract)
@@ -143,11 +151,9 @@ def check_short_rows(view: RowView, a: ShardArrays, contract: Contract) -> Check
 
 def anchor_counts(view: RowView, block_size: int) -> np.ndarray:
     """Per row: supervised positions DFlash may pick as anchors (not in the row's last ``block_size``)."""
-    pos_in_row = np.arange(len(view.ids)) - np.repeat(view.offsets[:-1], view.lengths)
-    limit = np.repeat(view.lengths - block_size, view.lengths)
-    eligible = view.mask & (pos_in_row < limit)
-    cs = np.concatenate(([0], np.cumsum(eligible, dtype=np.int64)))
-    return cs[view.offsets[1:]] - cs[view.offsets[:-1]]
+    cs = np.concatenate(([0], np.cumsum(view.mask, dtype=np.int64)))
+    starts, ends = view.offsets[:-1], view.offsets[1:]
+    return cs[np.maximum(starts, ends - block_size)] - cs[starts]
 
 
 def check_dflash_anchors(view: RowView, a: ShardArrays, contract: Contract, supervised: np.ndarray) -> CheckResult:
