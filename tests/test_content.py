@@ -69,7 +69,9 @@ def test_row_hashes_do_not_collide_on_the_fixture(clean_dataset):
 @pytest.fixture(scope="session")
 def strict_contract(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("strict") / "strict.toml"
-    path.write_text(builtin_contracts()["qwen3.6-dflash"].read_text() + "\n[content]\nstrict = true\n")
+    text = builtin_contracts()["qwen3.6-dflash"].read_text()
+    assert "strict = false" in text
+    path.write_text(text.replace("strict = false", "strict = true"))
     return path
 
 

@@ -142,7 +142,9 @@ def test_sample_rows_zero_skips_with_reason(pytester, clean_dataset, tokenizer_d
     contract = pytester.path / "c.toml"
     from drafter_contracts.config import builtin_contracts
 
-    contract.write_text(builtin_contracts()["qwen3.6-dflash"].read_text() + "\n[drift]\nsample_rows = 0\n")
+    text = builtin_contracts()["qwen3.6-dflash"].read_text()
+    assert "sample_rows = 1000" in text
+    contract.write_text(text.replace("sample_rows = 1000", "sample_rows = 0"))
     result = pytester.runpytest_inprocess(f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}",
                                           f"--contract={contract}", "-k", "drift", "--report-dir=reports")
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
