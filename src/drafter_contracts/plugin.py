@@ -16,7 +16,7 @@ import pytest
 
 from .config import load_contract, resolve_contract_path
 from .dataset import Shard, open_dataset
-from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, replace_in_recorder
+from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, replace_in_recorder, warn_excerpts
 from .engine import CONTENT_CHECKS, DATASET_CHECKS, DRIFT_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
@@ -241,5 +241,7 @@ class ContractRun:
             return
         terminalreporter.section("drafter-contracts")
         for line in terminal_lines(self.summary):
+            terminalreporter.line(line)
+        for line in warn_excerpts(self.summary, self.engine):
             terminalreporter.line(line)
         terminalreporter.line(f"summary: {self.summary_path}")
