@@ -33,7 +33,7 @@ DATASET_CHECKS = ("schema", "row_count", "not_empty")
 GLOBAL_CHECKS = ("token_freq",)
 DRIFT_CHECKS = ("tokenizer_drift",)
 CONTENT_CHECKS = content.CONTENT_CHECKS
-_NEEDS_MASK_CONTENT = {"cut_mid_reply", "dflash_anchors", "placeholder_replies"}
+_NEEDS_MASK_CONTENT = {"cut_mid_reply", "dflash_anchors"}
 _NEEDS_TOKENIZER_CONTENT = {"placeholder_replies", "cut_mid_reply", "tokenizer_drift"}
 _NEEDS_MASK = {"mask_values", "min_supervised", "mask_on_assistant_spans"}
 #: Checks that read raw columns, not the view of usable rows.

@@ -216,7 +216,8 @@ class ContractRun:
         if not self.recorder.checks:
             return  # no contract test ran (--collect-only, other test paths): keep the last summary
         collector = session.config.pluginmanager.get_plugin("drafter_contracts_payloads")
-        if collector is not None and "duplicate_rows" in self.recorder.checks:
+        carriers = self.recorder.checks.get("duplicate_rows")
+        if collector is not None and carriers is not None and carriers["skipped"] < carriers["tests"]:
             dup = collector.duplicates(len(self.engine.shards), self.engine.contract.content.strict)
             replace_in_recorder(self.recorder, dup)
             if dup.message and not dup.report_only and session.exitstatus == 0:
