@@ -180,4 +180,7 @@ def test_negative_control_im_end_in_pattern_fails(produced: Produced, preprocess
     assert proc.returncode == 1, proc.stdout[-4000:]
     verdicts = {name: c["verdict"] for name, c in summary["checks"].items()}
     assert verdicts.pop("mask_on_assistant_spans") == "fail"
-    assert set(verdicts.values()) == {"pass"}, verdicts
+    assert "fail" not in verdicts.values(), verdicts
+    # Only token_freq (no file) may skip and only the report-only content contracts may warn.
+    assert {k for k, v in verdicts.items() if v != "pass"} <= {
+        "token_freq", "duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors"}, verdicts
