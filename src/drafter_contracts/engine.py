@@ -19,8 +19,8 @@ import pyarrow as pa
 from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
-from .dataset import SavedDataset, Shard, ShardArrays, plan_shards
-from .results import CheckResult
+from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards
+from .results import CheckResult, Violation
 from .spans import chatml
 from .spans.labels import Labels, Role
 from .vocab import Vocabulary
@@ -30,11 +30,11 @@ ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_
               "min_supervised", "turns_well_formed", "mask_on_assistant_spans")
 DATASET_CHECKS = ("schema", "row_count", "not_empty")
 #: Issue 5: whole-dataset token_freq.pt, sampled tokenizer drift, report-only content contracts.
-GLOBAL_CHECKS = ("token_freq",)
-DRIFT_CHECKS = ("tokenizer_drift",)
+GLOBAL_CHECKS = ("token_freq", "tokenizer_drift")
+DRIFT_CHECKS: tuple[str, ...] = ()
 CONTENT_CHECKS = content.CONTENT_CHECKS
 _NEEDS_MASK_CONTENT = {"cut_mid_reply", "dflash_anchors"}
-_NEEDS_TOKENIZER_CONTENT = {"placeholder_replies", "cut_mid_reply", "tokenizer_drift"}
+_NEEDS_TOKENIZER_CONTENT = {"placeholder_replies", "cut_mid_reply"}
 _NEEDS_MASK = {"mask_values", "min_supervised", "mask_on_assistant_spans"}
 #: Checks that read raw columns, not the view of usable rows.
 _RAW_CHECKS = {"no_nulls", "no_empty_rows", "lengths_agree", "mask_values"}
@@ -138,8 +138,6 @@ class Engine:
             return self.column_problems["loss_mask"]
         if check in _NEEDS_TOKENIZER_CONTENT and self.vocab is None:
             return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
-        if check == "tokenizer_drift" and self.contract.drift.sample_rows == 0:
-            return "[drift] sample_rows = 0 in the contract: tokenizer drift is not checked"
         if check in _NEEDS_TOKENIZER and self.vocab is None:
             return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
         return None
@@ -153,6 +151,8 @@ class Engine:
             return dataset_level.check_not_empty(self.dataset.num_rows)
         if check == "token_freq":
             return self._token_freq()
+        if check == "tokenizer_drift":
+            return self._drift()
         raise KeyError(check)
 
     def work(self, shard: Shard) -> ShardWork:
@@ -203,9 +203,6 @@ class Engine:
             "short_rows": lambda: content.check_short_rows(w.view, a, self.contract),
             "dflash_anchors": lambda: content.check_dflash_anchors(w.view, a, self.contract,
                                                                    rows.supervised_per_row(w.view)),
-            "tokenizer_drift": lambda: drift.check_tokenizer_drift(
-                w.view, a, self.vocab.backend, self.special_ids, self.vocab.known,
-                drift.rows_per_shard(self.contract.drift.sample_rows, len(self.shards)), self.contract.drift.seed),
         }
         return runners[check]()
 
@@ -259,15 +256,12 @@ class Engine:
         assistant = np.zeros(vocab.size, dtype=bool)
         assistant[profile.role_of_id == Role.ASSISTANT] = True
         blank = profile.newline_lead.copy()
-        space = vocab.single_id(" ")
-        if space is not None:
-            blank[space] = True
         markers = np.array([i for pair in (profile.think,) if pair for i in pair], dtype=np.int64)
-        placeholders = []
-        for text in self.contract.content.placeholder_replies:
-            ids = self.vocab.backend.encode(text, add_special_tokens=False).ids
-            placeholders.append((text, np.array(ids, dtype=np.int64)))
-        return content.ReplyTables(profile.start, assistant, blank, markers, tuple(placeholders))
+        encoded = content.placeholder_ids(vocab, (*self.contract.content.placeholder_replies, " "))
+        if len(encoded[" "]) == 1:
+            blank[encoded[" "][0]] = True
+        placeholders = tuple((text, np.array(encoded[text], dtype=np.int64)) for text in self.contract.content.placeholder_replies)
+        return content.ReplyTables(profile.start, assistant, blank, markers, placeholders)
 
     def _token_freq(self) -> CheckResult:
         path = self.token_freq_path
@@ -287,4 +281,27 @@ class Engine:
         decode = (lambda i: self.vocab.decode([i])) if self.vocab is not None else None
         result = token_freq.compare(recomputed, stored, decode, path)
         result.rows_checked = self.dataset.num_rows
+        return result
+
+    def _drift(self) -> CheckResult:
+        """Tokenizer drift on a seeded sample spread over all shards; only the sampled rows are read."""
+        if self.vocab is None:
+            return CheckResult("tokenizer_drift", "dataset",
+                               skipped="no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract")
+        if self.contract.drift.sample_rows == 0:
+            return CheckResult("tokenizer_drift", "dataset",
+                               skipped="[drift] sample_rows = 0 in the contract: tokenizer drift is not checked")
+        if "input_ids" in self.column_problems:
+            return CheckResult("tokenizer_drift", "dataset", skipped=self.column_problems["input_ids"])
+        k = drift.rows_per_shard(self.contract.drift.sample_rows, len(self.shards))
+        picked = drift.global_sample(self.shards, k, self.contract.drift.seed)
+        part = self.dataset.table.take(picked)
+        a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),
+                        _list_column(part.column("loss_mask")) if "loss_mask" not in self.column_problems else None,
+                        None, None)
+        view = usable_view(a)
+        result = drift.check_tokenizer_drift(view, a, self.vocab.backend, self.special_ids, self.vocab.known,
+                                             len(picked), self.contract.drift.seed)
+        result.scope = "dataset"
+        result.examples = [Violation(int(picked[v.row]), v.position, v.reason) for v in result.examples]
         return result

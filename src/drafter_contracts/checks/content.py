@@ -9,6 +9,9 @@ over token-to-turn indices, per-row figures from prefix sums.
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +54,34 @@ def _result(check: str, a: ShardArrays, view: RowView, flags: dict[int, tuple[np
 
 
 # --------------------------------------------------------------------------- replies
+
+
+def placeholder_ids(vocab, texts: tuple[str, ...]) -> dict[str, list[int]]:
+    """Token ids of each placeholder text, cached per tokenizer fingerprint.
+
+    Encoding needs the tokenizer itself (~4 s and ~300 MB to load); with the cache an
+    xdist worker that only checks content never loads it.
+    """
+    from ..fixtures.cache import cache_root
+
+    path = cache_root() / "vocab" / f"{vocab.fingerprint}-placeholders.json"
+    try:
+        cached = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        cached = {}
+    missing = [t for t in texts if not isinstance(cached.get(t), list)]
+    if missing:
+        for t in missing:
+            cached[t] = vocab.backend.encode(t, add_special_tokens=False).ids
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".placeholders-", dir=path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(cached, fh)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # the cache only saves time
+    return {t: cached[t] for t in texts}
 
 
 def assistant_turns(view: RowView, labels: Labels, tables: ReplyTables) -> tuple[np.ndarray, np.ndarray]:

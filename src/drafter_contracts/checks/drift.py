@@ -15,7 +15,9 @@ Legitimate non-canonical tokenizations are tolerated, each by one narrow rule:
 
 The sample: every shard contributes ``ceil(sample_rows / shards)`` rows, chosen by
 the smallest values of a seeded 64-bit hash of the global row index, so the sample
-is spread over the whole dataset, fixed for a seed, and bounded in total.
+is spread over the whole dataset, fixed for a seed, and bounded in total. It is
+chosen from row indices alone and only the sampled rows are read (``take``), so one
+test does it all: one process loads the tokenizer, not every xdist worker.
 """
 
 from __future__ import annotations
@@ -58,6 +60,20 @@ def sample_rows(view: RowView, shard_start: int, k: int, seed: int, usable: np.n
     else:
         chosen = np.arange(len(candidates))
     return np.sort(candidates[chosen])
+
+
+def global_sample(shards: list, k: int, seed: int) -> np.ndarray:
+    """Global row indices: the ``k`` rows of each shard with the smallest seeded hash (a loop over shards only)."""
+    out = []
+    salt = mix64(np.array([seed], dtype=np.uint64))
+    for s in shards:
+        idx = np.arange(s.start, s.stop, dtype=np.uint64)
+        if not len(idx) or k <= 0:
+            continue
+        h = mix64(idx ^ salt)
+        pick = np.argpartition(h, k - 1)[:k] if len(idx) > k else np.arange(len(idx))
+        out.append(s.start + pick.astype(np.int64))
+    return np.sort(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
 
 
 def segments(view: RowView, rows: np.ndarray, special: np.ndarray) -> list[Segment]:
