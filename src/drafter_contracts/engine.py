@@ -31,7 +31,6 @@ ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_
 DATASET_CHECKS = ("schema", "row_count", "not_empty")
 #: Issue 5: whole-dataset token_freq.pt, sampled tokenizer drift, report-only content contracts.
 GLOBAL_CHECKS = ("token_freq", "tokenizer_drift")
-DRIFT_CHECKS: tuple[str, ...] = ()
 CONTENT_CHECKS = content.CONTENT_CHECKS
 _NEEDS_MASK_CONTENT = {"cut_mid_reply", "dflash_anchors"}
 _NEEDS_TOKENIZER_CONTENT = {"placeholder_replies", "cut_mid_reply"}

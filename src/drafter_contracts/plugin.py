@@ -17,7 +17,7 @@ import pytest
 from .config import load_contract, resolve_contract_path
 from .dataset import Shard, open_dataset
 from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, replace_in_recorder, warn_excerpts
-from .engine import CONTENT_CHECKS, DATASET_CHECKS, DRIFT_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, Engine
+from .engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
 from .report.summary import RESULT_KEY, STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
@@ -234,7 +234,7 @@ class ContractRun:
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
         }
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(exitstatus),
-                                     DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + DRIFT_CHECKS + CONTENT_CHECKS)
+                                     DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS)
         self.summary_path = write_summary(self.summary, Path(session.config.getoption("report_dir")).expanduser())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -161,7 +161,6 @@ def check_cut_mid_reply(view: RowView, a: ShardArrays, labels: Labels, contract:
     and never sees the end of that answer.
     """
     lengths = view.lengths
-    n = len(view.rows)
     last = np.maximum(view.offsets[1:] - 1, 0)
     at_cap = (lengths == contract.max_len) & (lengths > 0)
     in_reply = _role_lut(*ASSISTANT_PARTS)[labels.role[last]]
