@@ -126,6 +126,7 @@ def test_content_mutant_warns_by_default_and_fails_when_strict(pytester, content
         if c["rows_violating"] <= 20:
             assert set(mutation.rows) <= {e["row"] for e in c["examples"]}
     assert "WARN " + sorted(flagged)[0] in out
+    assert f"WARN {sorted(flagged)[0]}: row " in out and "legend: ⟦…⟧ loss_mask=1" in out  # a decoded example
     ret, summary, out = run(pytester, folder, tokenizer_dir, f"--contract={strict_contract}", *selection)
     assert ret == 1
     failed = {k for k, c in summary["checks"].items() if c["verdict"] == "fail"}

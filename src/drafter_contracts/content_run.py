@@ -80,7 +80,8 @@ def warn_excerpts(summary: dict[str, Any], engine: Any, limit: int = 1) -> list[
 
     Warnings do not fail a test, so nothing else shows the rows; one excerpt each keeps the log short.
     """
-    from .explain import LEGEND, _roles, excerpt
+    from .explain import LEGEND, excerpt
+    from .spans import chatml
 
     lines: list[str] = []
     for name, c in summary["checks"].items():
@@ -89,7 +90,10 @@ def warn_excerpts(summary: dict[str, Any], engine: Any, limit: int = 1) -> list[
         for e in c["examples"][:limit]:
             try:
                 ids, mask, _ = engine.row(int(e["row"]))
-                roles = _roles(ids, engine.profile, engine.contract.max_len)
+                roles = None
+                if engine.profile is not None and len(ids):
+                    roles = chatml.label(ids, np.array([0, len(ids)], dtype=np.int64), engine.profile,
+                                         engine.contract.max_len).role
                 text = excerpt(ids, mask, roles, int(e["position"]), engine.vocab)
             except Exception as exc:  # an explanation must never break the run's summary
                 text = f"(cannot decode: {exc})"
