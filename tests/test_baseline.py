@@ -61,7 +61,6 @@ def baseline_failure(proc: subprocess.CompletedProcess, summary: dict, also: fro
     assert proc.returncode == 1, proc.stdout[-3000:]
     v = verdicts(summary)
     assert v.pop("baseline") == "fail" and {k for k, x in v.items() if x == "fail"} == set(also), v
-    assert set(v.values()) <= {"pass", "fail"}, v
     details = summary["checks"]["baseline"]["details"]
     fails = [line for line in details if line.startswith("FAIL")]
     assert fails and all(line in proc.stdout for line in fails)  # the diff is in the terminal

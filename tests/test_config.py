@@ -99,3 +99,29 @@ def test_count_tolerance_from_the_command_line():
     assert c.count_bounds() == (95, 105)
     with pytest.raises(UsageProblem, match="--count-tolerance"):
         load_contract(resolve_contract_path(None), {"count_tolerance": "lots"})
+
+
+def test_content_and_drift_tables(tmp_path):
+    import re
+
+    from drafter_contracts.config import ContentPolicy, builtin_contracts, load_contract
+    from drafter_contracts.errors import UsageProblem
+
+    base = builtin_contracts()["qwen3.6-dflash"].read_text().split("\n[content]")[0]
+    c = load_contract(builtin_contracts()["qwen3.6-dflash"])
+    assert c.content == ContentPolicy() and c.drift.sample_rows == 1000
+    path = tmp_path / "c.toml"
+    path.write_text(base + '\n[content]\nstrict = true\nplaceholder_replies = ["OK.", "Sure."]\nblock_size = 8\n')
+    c = load_contract(path)
+    assert c.content.strict and c.content.placeholder_replies == ("OK.", "Sure.") and c.content.block_size == 8
+    assert c.to_dict()["content"]["placeholder_replies"] == ("OK.", "Sure.")
+    for bad, fragment in (('placeholder_replies = [""]', "list of non-empty strings"),
+                          ("placeholder_replies = \"OK.\"", "must be list"),
+                          ("block_size = 0", "block_size must be >= 1"),
+                          ("colour = 1", "unknown key 'colour' in [content]")):
+        path.write_text(base + "\n[content]\n" + bad + "\n")
+        with pytest.raises(UsageProblem, match=re.escape(fragment)):
+            load_contract(path)
+    path.write_text(base + "\n[drift]\nsample_rows = -1\n")
+    with pytest.raises(UsageProblem, match="sample_rows must be >= 0"):
+        load_contract(path)

@@ -8,6 +8,7 @@ checked for its verdicts, plots and decoded rows.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -21,7 +22,7 @@ import pytest
 
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import open_dataset
-from drafter_contracts.engine import DATASET_CHECKS, ROW_CHECKS, Engine
+from drafter_contracts.engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, Engine
 from drafter_contracts.fixtures.mutants import MUTANTS
 from drafter_contracts.report.html import render_segments
 from drafter_contracts.report.profile import SEQ_LEN_EDGES, dataset_profile, quantiles
@@ -82,12 +83,14 @@ def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
 
     junit = ET.parse(report / "junit.xml").getroot()
     suite = junit if junit.tag == "testsuite" else junit.find("testsuite")
-    total = sum(c["tests"] for c in summary["checks"].values())
-    assert int(suite.get("tests")) == total == len(DATASET_CHECKS) + 5 * len(ROW_CHECKS) and int(suite.get("failures")) == 0
+    # every collected test is a JUnit test case: dataset-level ones once, per-row ones once per shard
+    collected = len(DATASET_CHECKS) + len(GLOBAL_CHECKS) + 5 * (len(ROW_CHECKS) + len(CONTENT_CHECKS))
+    assert int(suite.get("tests")) == collected and int(suite.get("failures")) == 0
     assert "drafter_contracts.stats" not in (report / "junit.xml").read_text()  # raw stats stay in summary.json
 
     page = (report / "report.html").read_text()
-    assert page.count('<tr data-verdict="pass">') == len(summary["checks"]) and 'data-verdict="fail"' not in page.split("<tbody>")[1]
+    assert all(page.count(f'<tr data-verdict="{v}">') == n for v, n in
+               collections.Counter(c["verdict"] for c in summary["checks"].values()).items()) and 'data-verdict="fail"' not in page.split("<tbody>")[1]
     for plot in ("plot-seq-len", "plot-supervised-share", "plot-roles"):
         assert f'id="{plot}"' in page
     assert page.count('class="bound"') == 2  # min_len and max_len drawn on the seq_len plot

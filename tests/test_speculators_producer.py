@@ -114,10 +114,14 @@ def test_suite_passes_on_speculators_dataset(produced: Produced, tokenizer_dir: 
     checks = summary["checks"]
     assert {"schema", "lengths_agree", "turns_well_formed", "mask_on_assistant_spans"} <= set(checks)
     for name, check in checks.items():
-        assert check["verdict"] in ("pass", "skip"), (name, check)
-        assert check["verdict"] == "pass" or check["skip_reasons"], f"{name} skipped without a reason"
+        assert check["verdict"] in ("pass", "skip", "warn"), (name, check)  # warn: report-only content contracts
+        assert check["verdict"] != "warn" or check["report_only"], name
+        assert check["verdict"] != "skip" or check["skip_reasons"], f"{name} skipped without a reason"
     assert checks["mask_on_assistant_spans"]["verdict"] == "pass"
     assert checks["mask_on_assistant_spans"]["rows_checked"] == produced.notes.rows
+    # Tokenizer drift: every row (fewer than the default sample) re-encodes to speculators' ids.
+    assert checks["tokenizer_drift"]["verdict"] == "pass"
+    assert checks["tokenizer_drift"]["rows_checked"] == produced.notes.rows
     assert summary["figures"]["complete"] and summary["figures"]["supervised_share"] > 0
 
 
@@ -176,4 +180,7 @@ def test_negative_control_im_end_in_pattern_fails(produced: Produced, preprocess
     assert proc.returncode == 1, proc.stdout[-4000:]
     verdicts = {name: c["verdict"] for name, c in summary["checks"].items()}
     assert verdicts.pop("mask_on_assistant_spans") == "fail"
-    assert set(verdicts.values()) == {"pass"}, verdicts
+    assert "fail" not in verdicts.values(), verdicts
+    # Only token_freq (no file) may skip and only the report-only content contracts may warn.
+    assert {k for k, v in verdicts.items() if v != "pass"} <= {
+        "token_freq", "duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors"}, verdicts

@@ -140,6 +140,29 @@ class BaselinePolicy:
 
 
 @dataclass(frozen=True)
+class ContentPolicy:
+    """Suspicious-content contracts (``[content]``): report-only unless ``strict``.
+
+    They flag rows that are valid but probably useless or harmful to train on;
+    a mixture may hold some on purpose, so by default they warn and pass.
+    """
+
+    strict: bool = False
+    placeholder_replies: tuple[str, ...] = ("OK.",)
+    min_reply_tokens: int = 2
+    soft_min_len: int = 16
+    block_size: int = 16
+
+
+@dataclass(frozen=True)
+class DriftPolicy:
+    """Tokenizer-drift sample (``[drift]``): about ``sample_rows`` rows spread over all shards."""
+
+    sample_rows: int = 1000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class Contract:
     """Everything a dataset is checked against. Built by :func:`load_contract`."""
 
@@ -161,6 +184,8 @@ class Contract:
     #: Token cap per shard: the span oracle needs ~60 bytes per token, so 8 M tokens ~ 0.5 GB per worker.
     max_shard_tokens: int = 8_000_000
     description: str = ""
+    content: ContentPolicy = field(default_factory=ContentPolicy)
+    drift: DriftPolicy = field(default_factory=DriftPolicy)
 
     def count_bounds(self) -> tuple[int, int] | None:
         """Inclusive [low, high] row count the dataset must fall in, or None if undeclared."""
@@ -209,6 +234,17 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "max_token_freq_tv": ((int, float), "baseline.max_token_freq_tv"),
         "top_k": (_INT, "baseline.top_k"),
         "fail_on_fingerprint": ((bool,), "baseline.fail_on_fingerprint"),
+    },
+    "content": {
+        "strict": ((bool,), "content.strict"),
+        "placeholder_replies": ((list,), "content.placeholder_replies"),
+        "min_reply_tokens": (_INT, "content.min_reply_tokens"),
+        "soft_min_len": (_INT, "content.soft_min_len"),
+        "block_size": (_INT, "content.block_size"),
+    },
+    "drift": {
+        "sample_rows": (_INT, "drift.sample_rows"),
+        "seed": (_INT, "drift.seed"),
     },
 }
 _REQUIRED = (("contract", "name"), ("lengths", "max_len"))
@@ -293,6 +329,15 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     MaskPolicy(**mask_kwargs).validate(where)
     if "count_tolerance" in flat:
         flat["count_tolerance"] = Tolerance.parse(flat["count_tolerance"], where)
+    content_kwargs = {k.split(".", 1)[1]: flat.pop(k) for k in list(flat) if k.startswith("content.")}
+    drift_kwargs = {k.split(".", 1)[1]: flat.pop(k) for k in list(flat) if k.startswith("drift.")}
+    if "placeholder_replies" in content_kwargs:
+        replies = content_kwargs["placeholder_replies"]
+        if not all(isinstance(r, str) and r.strip() for r in replies):
+            raise UsageProblem(f"{where}: [content] placeholder_replies must be a list of non-empty strings, got {replies!r}")
+        content_kwargs["placeholder_replies"] = tuple(replies)
+    flat["content"] = ContentPolicy(**content_kwargs)
+    flat["drift"] = DriftPolicy(**drift_kwargs)
     contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs),
                         baseline=_baseline_policy(flat, where), **flat)
     _check_values(contract, where)
@@ -338,5 +383,12 @@ def _check_values(c: Contract, where: str) -> None:
         raise UsageProblem(f"{where}: shard_size must be >= 1 row, got {c.shard_size}")
     if c.max_shard_tokens < 1:
         raise UsageProblem(f"{where}: max_shard_tokens must be >= 1, got {c.max_shard_tokens}")
+    for name in ("min_reply_tokens", "soft_min_len"):
+        if getattr(c.content, name) < 0:
+            raise UsageProblem(f"{where}: [content] {name} must be >= 0, got {getattr(c.content, name)}")
+    if c.content.block_size < 1:
+        raise UsageProblem(f"{where}: [content] block_size must be >= 1, got {c.content.block_size}")
+    if c.drift.sample_rows < 0:
+        raise UsageProblem(f"{where}: [drift] sample_rows must be >= 0 (0 turns the drift check off), got {c.drift.sample_rows}")
     if c.expected_count is not None and c.expected_count < 0:
         raise UsageProblem(f"{where}: expected_count must be >= 0, got {c.expected_count}")

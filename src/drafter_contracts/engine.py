@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
-from .checks import dataset_level, rows, spans
+from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
+from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards
 from .report.profile import seq_len_histogram, share_histogram, sparse_counts
-from .dataset import SavedDataset, Shard, ShardArrays, plan_shards
-from .results import CheckResult
+from .results import CheckResult, Violation
 from .spans import chatml
 from .spans.labels import Labels, Role
 from .vocab import Vocabulary
@@ -29,6 +30,11 @@ from .vocab import Vocabulary
 ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_len_bounds", "ids_known",
               "min_supervised", "turns_well_formed", "mask_on_assistant_spans", "mask_covers_assistant_spans")
 DATASET_CHECKS = ("schema", "row_count", "not_empty")
+#: Issue 5: whole-dataset token_freq.pt, sampled tokenizer drift, report-only content contracts.
+GLOBAL_CHECKS = ("token_freq", "tokenizer_drift")
+CONTENT_CHECKS = content.CONTENT_CHECKS
+_NEEDS_MASK_CONTENT = {"cut_mid_reply", "dflash_anchors"}
+_NEEDS_TOKENIZER_CONTENT = {"placeholder_replies", "cut_mid_reply"}
 _NEEDS_MASK = {"mask_values", "min_supervised", "mask_on_assistant_spans", "mask_covers_assistant_spans"}
 #: Checks that read raw columns, not the view of usable rows.
 _RAW_CHECKS = {"no_nulls", "no_empty_rows", "lengths_agree", "mask_values"}
@@ -76,6 +82,8 @@ class ShardWork:
         }
         out.update(profile_stats(self.view))
         labels = self.labels
+        if self.view.mask is not None:
+            out["anchor_positions"] = int(content.anchor_counts(self.view, self.contract.content.block_size).sum())
         if labels is not None:
             counts = np.bincount(labels.role, minlength=len(Role))
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
@@ -111,6 +119,7 @@ class Engine:
     _results: dict[tuple[int, str], CheckResult] = field(default_factory=dict)
     _stats: dict[int, dict] = field(default_factory=dict)
     _work: ShardWork | None = None
+    token_freq_path: Path | None = None  # --token-freq FILE, else token_freq.pt beside the dataset if present
 
     def __post_init__(self) -> None:
         if self.vocab is not None and self.profile is None:
@@ -141,6 +150,10 @@ class Engine:
             return self.column_problems["input_ids"]
         if check in _NEEDS_MASK and "loss_mask" in self.column_problems:
             return self.column_problems["loss_mask"]
+        if check in _NEEDS_MASK_CONTENT and "loss_mask" in self.column_problems:
+            return self.column_problems["loss_mask"]
+        if check in _NEEDS_TOKENIZER_CONTENT and self.vocab is None:
+            return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
         if check in _NEEDS_TOKENIZER and self.vocab is None:
             return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
         return None
@@ -152,6 +165,10 @@ class Engine:
             return dataset_level.check_row_count(self.dataset.num_rows, self.contract)
         if check == "not_empty":
             return dataset_level.check_not_empty(self.dataset.num_rows)
+        if check == "token_freq":
+            return self._token_freq()
+        if check == "tokenizer_drift":
+            return self._drift()
         raise KeyError(check)
 
     def work(self, shard: Shard) -> ShardWork:
@@ -198,6 +215,14 @@ class Engine:
             # mask policy: completeness (skips with its reason when the contract says completeness = "off")
             "mask_covers_assistant_spans": lambda: spans.check_mask_covers_assistant_spans(
                 w.view, a, w.labels, self.contract, self.profile.newline_lead if self.profile is not None else None),
+            "duplicate_rows": lambda: CheckResult("duplicate_rows", a.shard.id, rows_checked=len(w.view.rows),
+                                                  report_only=not self.contract.content.strict),
+            "placeholder_replies": lambda: content.check_placeholder_replies(w.view, a, w.labels, self.reply_tables,
+                                                                             self.contract),
+            "cut_mid_reply": lambda: content.check_cut_mid_reply(w.view, a, w.labels, self.contract),
+            "short_rows": lambda: content.check_short_rows(w.view, a, self.contract),
+            "dflash_anchors": lambda: content.check_dflash_anchors(w.view, a, self.contract,
+                                                                   rows.supervised_per_row(w.view)),
         }
         return runners[check]()
 
@@ -229,3 +254,74 @@ class Engine:
             return None
         return (f"--tokenizer {self.vocab.name}: {unknown:,} of {len(ids):,} ids in {self.shards[0].id} are not its tokens "
                 f"(largest id {int(ids.max()):,}, tokenizer size {self.vocab.size:,}); pass the tokenizer that produced the dataset")
+
+    # --- issue 5: content, drift, token_freq -------------------------------------------------------
+
+    def row_hashes(self, shard: Shard) -> tuple[np.ndarray, np.ndarray]:
+        """(global row index, 64-bit hash) of the shard's usable rows, for the controller's duplicate search."""
+        w = self.work(shard)
+        return (w.view.rows + shard.start).astype(np.int64), content.row_hashes(w.view)
+
+    @cached_property
+    def special_ids(self) -> np.ndarray:
+        """Bool per id: added/special tokens, where the tokenizer splits text before BPE."""
+        out = np.zeros(self.vocab.size, dtype=bool)
+        ids = [i for i in self.vocab.backend.get_added_tokens_decoder() if 0 <= i < self.vocab.size]
+        out[ids] = True
+        return out
+
+    @cached_property
+    def reply_tables(self) -> content.ReplyTables:
+        vocab, profile = self.vocab, self.profile
+        assistant = np.zeros(vocab.size, dtype=bool)
+        assistant[profile.role_of_id == Role.ASSISTANT] = True
+        blank = profile.newline_lead.copy()
+        markers = np.array([i for pair in (profile.think,) if pair for i in pair], dtype=np.int64)
+        encoded = content.placeholder_ids(vocab, (*self.contract.content.placeholder_replies, " "))
+        if len(encoded[" "]) == 1:
+            blank[encoded[" "][0]] = True
+        placeholders = tuple((text, np.array(encoded[text], dtype=np.int64)) for text in self.contract.content.placeholder_replies)
+        return content.ReplyTables(profile.start, assistant, blank, markers, placeholders)
+
+    def _token_freq(self) -> CheckResult:
+        path = self.token_freq_path
+        if path is None:
+            beside = self.dataset.path / token_freq.FILE_NAME
+            if not beside.is_file():
+                return CheckResult("token_freq", "dataset", skipped=(
+                    f"no {token_freq.FILE_NAME} beside the dataset and no --token-freq FILE given"))
+            path = beside
+        if "input_ids" in self.column_problems or "loss_mask" in self.column_problems:
+            return CheckResult("token_freq", "dataset", skipped=self.column_problems.get(
+                "input_ids", self.column_problems.get("loss_mask")))
+        stored, problem = token_freq.load_token_freq(path)
+        if stored is None:
+            return CheckResult("token_freq", "dataset", message=problem)
+        recomputed = token_freq.supervised_histogram(self.dataset.read(s) for s in self.shards)
+        decode = (lambda i: self.vocab.decode([i])) if self.vocab is not None else None
+        result = token_freq.compare(recomputed, stored, decode, path)
+        result.rows_checked = self.dataset.num_rows
+        return result
+
+    def _drift(self) -> CheckResult:
+        """Tokenizer drift on a seeded sample spread over all shards; only the sampled rows are read."""
+        if self.vocab is None:
+            return CheckResult("tokenizer_drift", "dataset",
+                               skipped="no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract")
+        if self.contract.drift.sample_rows == 0:
+            return CheckResult("tokenizer_drift", "dataset",
+                               skipped="[drift] sample_rows = 0 in the contract: tokenizer drift is not checked")
+        if "input_ids" in self.column_problems:
+            return CheckResult("tokenizer_drift", "dataset", skipped=self.column_problems["input_ids"])
+        k = drift.rows_per_shard(self.contract.drift.sample_rows, len(self.shards))
+        picked = drift.global_sample(self.shards, k, self.contract.drift.seed)
+        part = self.dataset.table.take(picked)
+        a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),
+                        _list_column(part.column("loss_mask")) if "loss_mask" not in self.column_problems else None,
+                        None, None)
+        view = usable_view(a)
+        result = drift.check_tokenizer_drift(view, a, self.vocab.backend, self.special_ids, self.vocab.known,
+                                             len(picked), self.contract.drift.seed)
+        result.scope = "dataset"
+        result.examples = [Violation(int(picked[v.row]), v.position, v.reason) for v in result.examples]
+        return result

@@ -16,7 +16,8 @@ import pytest
 
 from .config import load_contract, parse_mask_overrides, resolve_contract_path
 from .dataset import Shard, open_dataset
-from .engine import DATASET_CHECKS, ROW_CHECKS, Engine
+from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, replace_in_recorder, warn_excerpts
+from .engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
 from .report import baseline as baseline_mod
@@ -53,6 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--save-baseline", metavar="FILE", help="write the dataset's profile to FILE (compare later with --baseline)")
     g.addoption("--baseline", metavar="FILE", help="compare the dataset with a profile saved by --save-baseline; "
                                                    "thresholds from the contract's [baseline] table")
+    g.addoption("--token-freq", metavar="FILE", help="token_freq.pt to check (default: the one beside the dataset, if any)")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -92,6 +94,11 @@ def build_engine(config: pytest.Config) -> Engine:
     if report_dir == dataset.path.resolve() or dataset.path.resolve() in report_dir.parents:
         raise UsageProblem(f"--report-dir {report_dir}: is inside the dataset folder; the dataset is read-only, choose another folder")
     engine = Engine(dataset, contract, vocab)
+    token_freq = config.getoption("token_freq")
+    if token_freq:
+        engine.token_freq_path = Path(token_freq).expanduser()
+        if not engine.token_freq_path.is_file():
+            raise UsageProblem(f"--token-freq {token_freq}: no such file; pass the token_freq.pt written with the dataset")
     if vocab is not None:
         vocab.save_tables()  # the profile has made its lookups: workers start from the cache
     problem = engine.coverage_problem()
@@ -133,6 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except UsageProblem as exc:
             raise pytest.UsageError(str(exc)) from None
         config.pluginmanager.register(run, "drafter_contracts_run")
+        config.pluginmanager.register(PayloadCollector(), "drafter_contracts_payloads")
         if getattr(config.option, "xmlpath", "") is None and not config.option.collectonly:
             # JUnit XML by default, next to summary.json (--junitxml overrides; -p no:junitxml turns it off).
             config.option.xmlpath = str(Path(config.getoption("report_dir")).expanduser() / "junit.xml")
@@ -206,6 +214,19 @@ def check_shard(request: pytest.FixtureRequest, engine: Engine, shard: Shard, ch
     if result.skipped:
         pytest.skip(result.skipped)
     if not result.ok:
+        pytest.fail(format_failure(result, engine), pytrace=False)
+
+
+def check_content(request: pytest.FixtureRequest, engine: Engine, shard: Shard, check: str) -> None:
+    """Body of a per-shard suspicious-content or drift test: report-only results warn and pass."""
+    request.node.user_properties.append((STATS_KEY, engine.stats(shard)))
+    result = engine.shard_check(shard, check)
+    if check == "duplicate_rows" and result.skipped is None:
+        request.node.user_properties.append((HASHES_KEY, hashes_payload(shard.index, *engine.row_hashes(shard))))
+    request.node.user_properties.append((RESULT_KEY, result.to_dict()))
+    if result.skipped:
+        pytest.skip(result.skipped)
+    if not result.ok and not result.report_only:
         pytest.fail(format_failure(result, engine), pytrace=False)
 
 
@@ -300,7 +321,7 @@ class ContractRun:
     def _decode_examples(self, summary: dict[str, Any]) -> None:
         """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts."""
         for name, c in summary["checks"].items():
-            if c["verdict"] != "fail":
+            if c["verdict"] not in ("fail", "warn"):
                 continue
             for ex in c["examples"][:MAX_DECODED]:
                 try:
@@ -312,13 +333,20 @@ class ContractRun:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.recorder.checks:
             return  # no contract test ran (--collect-only, other test paths): keep the last summary
+        collector = session.config.pluginmanager.get_plugin("drafter_contracts_payloads")
+        carriers = self.recorder.checks.get("duplicate_rows")
+        if collector is not None and carriers is not None and carriers["skipped"] < carriers["tests"]:
+            dup = collector.duplicates(len(self.engine.shards), self.engine.contract.content.strict)
+            replace_in_recorder(self.recorder, dup)
+            if dup.message and not dup.report_only and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         engine = self.engine
         meta = self._meta()
         if self.baseline is not None:
             self._baseline_check(session, meta)
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
-                                     DATASET_CHECKS + ROW_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k)
+                                     DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k)
         for name, c in self.summary["checks"].items():
             for ex in c["examples"]:
                 ex.setdefault("check", name)
@@ -343,6 +371,8 @@ class ContractRun:
             return
         terminalreporter.section("drafter-contracts")
         for line in terminal_lines(self.summary):
+            terminalreporter.line(line)
+        for line in warn_excerpts(self.summary, self.engine):
             terminalreporter.line(line)
         for path in self.artifacts:
             terminalreporter.line(f"report: {path}")

@@ -32,6 +32,7 @@ class CheckResult:
     examples: list[Violation] = field(default_factory=list)
     message: str = ""  # for global checks: the whole story in one line
     skipped: str | None = None  # reason, when the contract could not be evaluated
+    report_only: bool = False  # suspicious-content contracts: violations warn, the test passes
 
     @property
     def ok(self) -> bool:

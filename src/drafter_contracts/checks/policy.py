@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import Contract, MaskPolicy
+from ..config import MaskPolicy
 from ..spans.labels import Labels, Role
 
 #: Roles that belong to an assistant turn once its header is done.

@@ -5,7 +5,7 @@ Dataset-level contracts run once; per-row contracts run once per row shard
 test is a single call into the engine; the logic lives in ``drafter_contracts.checks``.
 """
 
-from drafter_contracts.plugin import check_dataset, check_shard
+from drafter_contracts.plugin import check_content, check_dataset, check_shard
 
 
 def test_schema(request, contract_engine):
@@ -71,3 +71,40 @@ def test_mask_on_assistant_spans(request, contract_engine, shard):
 def test_mask_covers_assistant_spans(request, contract_engine, shard):
     """Every assistant token the mask policy makes eligible is supervised (skipped when completeness is off)."""
     check_shard(request, contract_engine, shard, "mask_covers_assistant_spans")
+
+
+# --- issue 5: token_freq.pt, tokenizer drift, suspicious content (report-only unless [content] strict) ---
+
+def test_token_freq(request, contract_engine):
+    """token_freq.pt equals the supervised-token histogram of the whole dataset (skipped when absent)."""
+    check_dataset(request, contract_engine, "token_freq")
+
+
+def test_tokenizer_drift(request, contract_engine):
+    """A seeded sample of rows from every shard re-encodes to the same ids with the tokenizer (same merges)."""
+    check_dataset(request, contract_engine, "tokenizer_drift")
+
+
+def test_duplicate_rows(request, contract_engine, shard):
+    """Sends row hashes; exact duplicates are counted over the whole dataset at the controller."""
+    check_content(request, contract_engine, shard, "duplicate_rows")
+
+
+def test_placeholder_replies(request, contract_engine, shard):
+    """No placeholder assistant replies ("OK.") and none shorter than min_reply_tokens."""
+    check_content(request, contract_engine, shard, "placeholder_replies")
+
+
+def test_cut_mid_reply(request, contract_engine, shard):
+    """No row at exactly max_len whose supervised reply is cut by the cap."""
+    check_content(request, contract_engine, shard, "cut_mid_reply")
+
+
+def test_short_rows(request, contract_engine, shard):
+    """No row shorter than the soft minimum soft_min_len."""
+    check_content(request, contract_engine, shard, "short_rows")
+
+
+def test_dflash_anchors(request, contract_engine, shard):
+    """Every supervised row has a DFlash anchor: a supervised token outside its last block_size positions."""
+    check_content(request, contract_engine, shard, "dflash_anchors")

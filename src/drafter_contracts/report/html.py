@@ -19,7 +19,7 @@ ROLE_COLOURS = {
     "tool_call": "#d6f0ee", "header": "#eeeeee", "assistant_end": "#c9e9d2", "end": "#e4e4e4", "outside": "#f6f6f6",
     "after_assistant_end": "#f0f0f0", "injected": "#ffd2d2", "unknown_role": "#ffd2d2",
 }
-VERDICT_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "skip": "#9a6700"}
+VERDICT_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "warn": "#bc4c00", "skip": "#9a6700"}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#1f2328;padding:0 16px}
@@ -211,7 +211,7 @@ def _legend() -> str:
 def _violations(checks: dict[str, Any]) -> str:
     blocks = []
     for name, c in checks.items():
-        if c["verdict"] != "fail":
+        if c["verdict"] not in ("fail", "warn"):  # report-only warnings show their rows too
             continue
         shown = [ex for ex in c.get("examples", []) if ex.get("excerpt")]
         if not shown and not c.get("examples"):
@@ -241,7 +241,7 @@ def _violations(checks: dict[str, Any]) -> str:
 
 
 def _check_detail(c: dict[str, Any]) -> str:
-    if c["verdict"] == "fail":
+    if c["verdict"] in ("fail", "warn"):
         parts = [_e(m) for m in c["messages"]]
         parts += [f"{n:,} × {_e(r)}" for r, n in sorted(c["by_reason"].items(), key=lambda kv: -kv[1])]
         return "<br>".join(parts) or f"{c['rows_violating']:,} rows violate"

@@ -51,6 +51,7 @@ class Recorder:
         for reason, count in result["by_reason"].items():
             c["by_reason"][reason] += count
         c["examples"].extend(result["examples"])
+        c["report_only"] = c.get("report_only", False) or bool(result.get("report_only"))
         if result["message"]:
             c["messages"].append(result["message"])
         if props.get(DETAILS_KEY):
@@ -97,6 +98,8 @@ def global_figures(stats: dict[int, dict], num_shards: int) -> dict[str, Any]:
             for k, v in p.get("role_supervised", {}).items():
                 sup_roles[k] += v
         out["supervised_role_tokens"] = dict(sorted(sup_roles.items()))
+    if parts and all("anchor_positions" in p for p in parts):
+        out["anchor_positions"] = sum(p["anchor_positions"] for p in parts)  # DFlash anchor candidates, whole dataset
     return out
 
 
@@ -108,6 +111,8 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
     for name in sorted(recorder.checks, key=lambda n: (rank.get(n, len(rank)), n)):
         c = recorder.checks[name]
         verdict = "fail" if c["failed"] else ("skip" if c["skipped"] == c["tests"] else "pass")
+        if verdict == "pass" and c.get("report_only") and c["rows_violating"]:
+            verdict = "warn"  # suspicious content: listed, not failed (strict = true in [content] fails it)
         checks[name] = {
             "verdict": verdict,
             **{k: c[k] for k in ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")},
@@ -116,6 +121,7 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
             "messages": c["messages"],
             "skip_reasons": c["skip_reasons"],
             "details": c.get("details", []),
+            "report_only": bool(c.get("report_only")),
         }
     shards = [recorder.stats[k] for k in sorted(recorder.stats)]
     # Timings live apart from the verdicts, so verdicts are identical whatever -n was.
@@ -178,6 +184,9 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
                      + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
     if not f["complete"]:
         lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards (tests were deselected or skipped)")
+    if f.get("anchor_positions") is not None:
+        lines.append(f"DFlash anchor positions (supervised, outside each row's last block_size tokens) "
+                     f"{f['anchor_positions']:,}")
     if f["rows_excluded"]:
         lines.append(f"{f['rows_excluded']:,} rows with null/empty/length defects left out of the other per-row contracts")
     for name, c in summary["checks"].items():
@@ -186,6 +195,11 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
             detail = "; ".join(c["messages"]) or f"{c['rows_violating']:,} rows violate"
         elif c["verdict"] == "skip":
             detail = "; ".join(c["skip_reasons"])
+        elif c["verdict"] == "warn":
+            share = c["rows_violating"] / c["rows_checked"] if c["rows_checked"] else 0.0
+            reasons = "; ".join(f"{n:,} × {r}" for r, n in sorted(c["by_reason"].items(), key=lambda kv: -kv[1]))
+            rows = ", ".join(str(e["row"]) for e in c["examples"][:5])
+            detail = f"{c['rows_violating']:,} of {c['rows_checked']:,} rows ({share:.2%}): {reasons}; e.g. rows {rows}"
         elif c["rows_checked"]:
             detail = f"{c['rows_checked']:,} rows"
         lines.append(f"  {c['verdict'].upper():4} {name:<28} {detail}")

@@ -1,0 +1,149 @@
+"""Tokenizer drift: re-encode a seeded sample of rows with the current tokenizer and compare ids.
+
+Ids that decode fine can still come from another tokenizer (fewer merges, another
+version): ``ids_known`` passes, the drafter trains on token splits the target model
+never produces. A row is split into segments at added/special tokens (the tokenizer
+splits text there too), each segment is decoded and re-encoded, and any difference
+fails with the position and both token sequences decoded.
+
+Legitimate non-canonical tokenizations are tolerated, each by one narrow rule:
+- a producer that tokenized the turn header and the content separately (BPE would
+  have merged the header's newline with the content's leading whitespace): a segment
+  also matches as ``encode(up to its first newline) + encode(rest)``;
+- a row cut mid-text (at ``max_len``, or a truncated turn): its last segment is
+  compared only up to its last newline, where the pre-tokenizer always splits.
+
+The sample: every shard contributes ``ceil(sample_rows / shards)`` rows, chosen by
+the smallest values of a seeded 64-bit hash of the global row index, so the sample
+is spread over the whole dataset, fixed for a seed, and bounded in total. It is
+chosen from row indices alone and only the sampled rows are read (``take``), so one
+test does it all: one process loads the tokenizer, not every xdist worker.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dataset import ShardArrays
+from ..results import CheckResult, Violation
+from .content import mix64
+from .view import RowView
+
+REASON = "re-encoding with the tokenizer gives other ids"
+MAX_SHOWN_TOKENS = 12
+
+
+@dataclass(frozen=True)
+class Segment:
+    view_row: int
+    start: int  # flat position in the view
+    stop: int
+    cut: bool  # last segment of a row not closed by a special token
+
+
+def rows_per_shard(sample_rows: int, num_shards: int) -> int:
+    return 0 if sample_rows <= 0 or num_shards <= 0 else math.ceil(sample_rows / num_shards)
+
+
+def sample_rows(view: RowView, shard_start: int, k: int, seed: int, usable: np.ndarray) -> np.ndarray:
+    """View-row numbers of the ``k`` usable rows with the smallest seeded hash of their global index."""
+    candidates = np.flatnonzero(usable)
+    if k <= 0 or not len(candidates):
+        return np.zeros(0, dtype=np.int64)
+    global_rows = (view.rows[candidates] + shard_start).astype(np.uint64)
+    h = mix64(global_rows ^ mix64(np.full(len(candidates), seed, dtype=np.uint64)))
+    if len(candidates) > k:
+        chosen = np.argpartition(h, k - 1)[:k]
+    else:
+        chosen = np.arange(len(candidates))
+    return np.sort(candidates[chosen])
+
+
+def global_sample(shards: list, k: int, seed: int) -> np.ndarray:
+    """Global row indices: the ``k`` rows of each shard with the smallest seeded hash (a loop over shards only)."""
+    out = []
+    salt = mix64(np.array([seed], dtype=np.uint64))
+    for s in shards:
+        idx = np.arange(s.start, s.stop, dtype=np.uint64)
+        if not len(idx) or k <= 0:
+            continue
+        h = mix64(idx ^ salt)
+        pick = np.argpartition(h, k - 1)[:k] if len(idx) > k else np.arange(len(idx))
+        out.append(s.start + pick.astype(np.int64))
+    return np.sort(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+
+
+def segments(view: RowView, rows: np.ndarray, special: np.ndarray) -> list[Segment]:
+    """Runs of non-special tokens of the sampled rows (a loop over the bounded sample only)."""
+    out: list[Segment] = []
+    for r in rows.tolist():
+        lo, hi = int(view.offsets[r]), int(view.offsets[r + 1])
+        sp = special[np.clip(view.ids[lo:hi], 0, len(special) - 1)]
+        edges = np.flatnonzero(np.diff(np.concatenate(([True], sp, [True])).astype(np.int8)))
+        # edges alternate: start of a non-special run, end of it
+        for s, e in zip(edges[::2], edges[1::2]):
+            out.append(Segment(r, lo + int(s), lo + int(e), cut=(lo + int(e) == hi)))
+    return out
+
+
+def _matches(original: list[int], text: str, encoded: list[int], encode) -> tuple[bool, int, list[int]]:
+    """(tolerated, first differing index, the tokenizer's ids) for one segment."""
+    if encoded == original:
+        return True, -1, encoded
+    nl = text.find("\n")
+    if 0 <= nl < len(text) - 1:
+        split = encode(text[:nl + 1]) + encode(text[nl + 1:])
+        if split == original:
+            return True, -1, encoded
+    first = next((i for i, (x, y) in enumerate(zip(original, encoded)) if x != y), min(len(original), len(encoded)))
+    return False, first, encoded
+
+
+def check_tokenizer_drift(view: RowView, a: ShardArrays, backend, special: np.ndarray, known: np.ndarray,
+                          k: int, seed: int) -> CheckResult:
+    """Re-encode the sampled rows' segments; a difference names the row, token position and both sequences."""
+    ids = view.ids
+    bad = ~((ids >= 0) & (ids < len(known)) & known[np.clip(ids, 0, len(known) - 1)])
+    cs = np.concatenate(([0], np.cumsum(bad)))
+    usable = (cs[view.offsets[1:]] - cs[view.offsets[:-1]]) == 0  # rows with unknown ids: see ids_known
+    chosen = sample_rows(view, a.shard.start, k, seed, usable)
+    segs = segments(view, chosen, special)
+    originals = [ids[s.start:s.stop].tolist() for s in segs]
+    texts = backend.decode_batch(originals, skip_special_tokens=False) if segs else []
+    before = backend.encode_special_tokens
+    backend.encode_special_tokens = True  # text inside a segment was plain text: never turn it into control tokens
+    try:
+        def encode(t: str) -> list[int]:
+            return backend.encode(t, add_special_tokens=False).ids
+
+        compare_texts = []
+        for s, t in zip(segs, texts):
+            if s.cut:  # compare a cut segment up to its last newline only
+                t = t[:t.rfind("\n") + 1]
+            compare_texts.append(t)
+        encoded = [e.ids for e in backend.encode_batch(compare_texts, add_special_tokens=False)] if segs else []
+        first_bad: dict[int, tuple[int, list[int], list[int]]] = {}
+        for s, orig, text, enc in zip(segs, originals, compare_texts, encoded):
+            if s.view_row in first_bad:
+                continue
+            if s.cut:
+                orig = orig[:len(enc)] if len(enc) <= len(orig) else orig
+            ok, at, enc = _matches(orig, text, enc, encode)
+            if not ok:
+                pos = s.start + at - int(view.offsets[s.view_row])
+                first_bad[s.view_row] = (pos, orig[at:at + MAX_SHOWN_TOKENS], enc[at:at + MAX_SHOWN_TOKENS])
+    finally:
+        backend.encode_special_tokens = before
+    def pieces(seq: list[int]) -> str:
+        texts = backend.decode_batch([[i] for i in seq], skip_special_tokens=False) if seq else []
+        return "[" + ", ".join(f"{i} {t!r}" for i, t in zip(seq, texts)) + "]"
+
+    examples = []
+    for r, (pos, data_ids, tok_ids) in sorted(first_bad.items()):
+        examples.append(Violation(int(view.rows[r]) + a.shard.start, int(pos),
+                                  f"{REASON} at token {pos}: data {pieces(data_ids)} vs tokenizer {pieces(tok_ids)}"))
+    return CheckResult("tokenizer_drift", a.shard.id, rows_checked=int(len(chosen)), rows_violating=len(examples),
+                       by_reason={REASON: len(examples)} if examples else {}, examples=examples[:20])

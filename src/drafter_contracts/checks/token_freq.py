@@ -1,0 +1,90 @@
+"""``token_freq.pt`` must equal the supervised-token histogram of the whole dataset.
+
+speculators writes ``{token_id: count}`` over tokens with ``loss_mask = 1`` and keeps
+an existing file when the data is re-tokenized, so a stale one silently skews the
+drafter's vocabulary statistics. The histogram is recomputed exactly: one
+``np.bincount`` of supervised ids per shard, streamed (memory bounded by a shard).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..results import CheckResult
+from .view import usable_view
+
+FILE_NAME = "token_freq.pt"
+TOP_DIFFERENCES = 5
+
+
+def supervised_histogram(shard_arrays: Iterable[Any]) -> np.ndarray:
+    """Counts of supervised ids over all given shards (rows with null/empty/length defects left out)."""
+    total = np.zeros(0, dtype=np.int64)
+    for a in shard_arrays:
+        view = usable_view(a)
+        if view is None or view.mask is None:
+            continue
+        sup = view.ids[view.mask]
+        sup = sup[sup >= 0]
+        counts = np.bincount(sup, minlength=len(total)) if len(sup) else np.zeros(len(total), np.int64)
+        if len(counts) > len(total):
+            total = np.concatenate((total, np.zeros(len(counts) - len(total), np.int64)))
+        total += counts.astype(np.int64, copy=False)
+    return total
+
+
+def load_token_freq(path: Path) -> tuple[np.ndarray | None, str]:
+    """The file as a dense count array, or (None, why it cannot be used).
+
+    ``weights_only=True``: the file comes with the data and must not run code when loaded;
+    a dict of ints and tensors loads under it.
+    """
+    import torch
+
+    try:
+        obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # unpickling errors come as many types
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return None, f"{path} cannot be loaded with torch.load(weights_only=True) ({first[:200]})"
+    if isinstance(obj, torch.Tensor) and obj.ndim == 1:
+        return obj.to(torch.int64).numpy(), ""
+    if not isinstance(obj, dict):
+        return None, f"{path} holds a {type(obj).__name__}, not a dict {{token_id: count}}"
+    try:
+        keys = np.array([int(k) for k in obj], dtype=np.int64)
+        values = np.array([int(v) for v in obj.values()], dtype=np.int64)
+    except (TypeError, ValueError, RuntimeError):
+        return None, f"{path} is a dict whose keys/values are not integers; expected {{token_id: count}}"
+    if len(keys) and keys.min() < 0:
+        return None, f"{path} has negative token ids"
+    dense = np.zeros(int(keys.max()) + 1 if len(keys) else 0, dtype=np.int64)
+    np.add.at(dense, keys, values)
+    return dense, ""
+
+
+def compare(recomputed: np.ndarray, stored: np.ndarray, decode: Callable[[int], str] | None,
+            path: Path) -> CheckResult:
+    """Exact comparison; the message gives the size of the difference and the top differing ids."""
+    size = max(len(recomputed), len(stored))
+    want = np.zeros(size, np.int64)
+    want[:len(recomputed)] = recomputed
+    got = np.zeros(size, np.int64)
+    got[:len(stored)] = stored
+    diff = got - want
+    differing = np.flatnonzero(diff)
+    rows_checked = int(want.sum())
+    if not len(differing):
+        return CheckResult("token_freq", "dataset", rows_checked=rows_checked)
+    top = differing[np.argsort(-np.abs(diff[differing]), kind="stable")[:TOP_DIFFERENCES]]
+
+    def name(i: int) -> str:
+        return f"{i} {decode(i)!r}" if decode is not None else str(i)
+
+    shown = "; ".join(f"{name(int(i))}: file {int(got[i]):,} vs data {int(want[i]):,}" for i in top)
+    message = (f"{path.name} is stale: {len(differing):,} token ids have other counts than the dataset's supervised tokens "
+               f"(file total {int(got.sum()):,}, data total {int(want.sum()):,}, sum of |differences| "
+               f"{int(np.abs(diff).sum()):,}); largest: {shown}. Delete it and let speculators rewrite it")
+    return CheckResult("token_freq", "dataset", rows_checked=rows_checked, message=message)
