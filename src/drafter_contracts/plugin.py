@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--shard-size", metavar="ROWS", type=int, help="rows per shard (the unit xdist spreads)")
     g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json goes (default: reports/)")
     g.addoption("--split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
+    g.addoption("--template-profile", metavar="NAME|auto",
+                help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in "
+                     "(chatml, phi4, llama3, gemma, mistral, deepseek)")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -51,6 +54,7 @@ def _overrides(config: pytest.Config) -> dict[str, Any]:
         "min_supervised": opt("min_supervised"),
         "shard_size": opt("shard_size"),
         "tokenizer": opt("tokenizer"),
+        "template_profile": opt("template_profile"),
     }
 
 
@@ -204,6 +208,8 @@ class ContractRun:
                           "size": vocab.size if vocab else None},
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
         }
+        if engine.oracle is not None:
+            meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(exitstatus),
                                      DATASET_CHECKS + ROW_CHECKS)
         self.summary_path = write_summary(self.summary, Path(session.config.getoption("report_dir")).expanduser())

@@ -32,7 +32,7 @@ class Resolver:
         return found
 
     def seq(self, text: str) -> tuple[int, ...]:
-        return tuple(self.vocab.backend.encode(text, add_special_tokens=False).ids)
+        return self.vocab.encode_cached(text)
 
     def single(self, text: str) -> int:
         ids = self.seq(text)
