@@ -217,6 +217,7 @@ def derive_profile(vocab: Vocabulary) -> TemplateProfile:
             tool_call = (specials[0], specials[-1] if specials[-1] != specials[0] else None)
         else:
             L.notes.append("tool calls carry no special markers (labelled assistant content)")
+        _learn_tool_declarations(L, t.gaps[0], bos_part, user_seq, headers, bos_role)
         back = t.gaps[3]
         if tool_seq[:len(user_seq)] == user_seq:
             L.notes.append("tool output rendered inside a user turn (labelled user)")
@@ -240,6 +241,27 @@ def derive_profile(vocab: Vocabulary) -> TemplateProfile:
                               source="derived", notes=tuple(L.notes))
     _self_check(vocab, profile, two, convo)
     return profile
+
+
+def _learn_tool_declarations(L: _Learner, first: Ids, bos_part: Ids, user_seq: Ids, headers: list[Header],
+                             bos_role: Role | None) -> None:
+    """Where the tool list goes: a known turn, bare text after BOS, the first user turn, or its own block."""
+    if first[-len(user_seq):] != user_seq:
+        if first[:len(bos_part) + len(user_seq)] == bos_part + user_seq:
+            return  # declared inside the first user turn
+        raise DerivationFailed("declaring tools changes the first turn's header")
+    block = first[len(bos_part):-len(user_seq)]
+    if not block or any(block[:len(h.core)] == h.core for h in headers):
+        return
+    if block[0] not in L.added:
+        if bos_role is None:
+            raise DerivationFailed(f"the tool list {L.text(block[:8])}... is rendered outside any turn")
+        return  # bare text after BOS, like the system prompt
+    if block[-1] in L.added and block[-1] != block[0]:
+        headers.append(Header(Role.SYSTEM, (block[0],), None, (block[-1],)))
+        L.notes.append("tool list in its own block (labelled system)")
+        return
+    raise DerivationFailed(f"the tool list block {L.text(block[:4])}... has no closing marker")
 
 
 def _self_check(vocab: Vocabulary, profile: TemplateProfile, probe: Render, convo: list[dict]) -> None:

@@ -33,10 +33,16 @@ def profile_names() -> tuple[str, ...]:
 
 def covered_by(derived: TemplateProfile, builtin: TemplateProfile) -> bool:
     """Every marker the derived profile uses means the same in the built-in one."""
-    known = {(h.role, h.core, h.tail): set(h.ends) for h in builtin.headers}
+    def match(h):  # the built-in header the derived one starts with (it may read a longer core)
+        for b in builtin.headers:
+            if b.role == h.role and h.core[:len(b.core)] == b.core and (
+                    b.tail == h.tail if len(b.core) == len(h.core) else b.tail is None):
+                return b
+        return None
+
     for h in derived.headers:
-        ends = known.get((h.role, h.core, h.tail))
-        if ends is None or not set(h.ends) <= ends:
+        b = match(h)
+        if b is None or not set(h.ends) <= set(b.ends):
             return False
     same = ("after_end", "bos", "bos_role")
     if any(getattr(derived, f) != getattr(builtin, f) for f in same):
