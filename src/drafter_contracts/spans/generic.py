@@ -70,6 +70,8 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
     known = spec >= 0
     s_spec1 = (spec + 1).astype(np.intp)  # 0 = unknown role
     hlen = cp.spec_len[s_spec1]
+    which = np.searchsorted(np.asarray(cp.opener_ids), ids[s_pos]) if len(s_pos) else s_pos
+    hlen[~known] = np.minimum(cp.unknown_len[which[~known]], (s_row_end - s_pos)[~known])
     nxt = s_pos + 1
     has_nxt = nxt < s_row_end
     nxt_c = np.minimum(nxt, max(n - 1, 0))
@@ -99,16 +101,20 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
 
     # --- header tail: the newline closing a header, possibly merged with content whitespace
     s_nested = np.isin(s_pos, nested)
-    tail = cp.spec_tail[s_spec1]
+    tail = np.where(known, cp.spec_tail[s_spec1], cp.unknown_tail[which] if len(s_pos) else -1)
     q = s_pos + hlen
-    q_in = (tail >= 0) & (q < s_row_end)
+    # the next marker (opener or end) cuts a header short: no tail to check after it
+    after_k = np.searchsorted(marks, s_pos, side="right")
+    next_m = np.where(after_k < len(marks), marks[np.minimum(after_k, max(len(marks) - 1, 0))], n)
+    q_in = (tail >= 0) & (q <= next_m) & (q < s_row_end)
     q_c = np.minimum(q, max(n - 1, 0))
     t = ids[q_c]
     is_tail = q_in & (t == tail)
-    merged = q_in & ~is_tail & cp.spec_tail_merges[s_spec1] & cp.merges_tail[np.clip(t, 0, cp.size - 1)]
+    tail_merges = np.where(known, cp.spec_tail_merges[s_spec1], cp.unknown_tail_merges[which] if len(s_pos) else False)
+    merged = q_in & ~is_tail & tail_merges & cp.merges_tail[np.clip(t, 0, cp.size - 1)]
     hlen[is_tail] += 1
     boundary[q_c[merged]] = True
-    bad = q_in & ~is_tail & ~merged & ~s_nested
+    bad = q_in & ~is_tail & ~merged & ~s_nested & ~is_s[q_c] & ~is_e[q_c]  # a marker there speaks for itself
     problem[q_c[bad & (problem[q_c] == 0)]] = TurnProblem.MALFORMED_HEADER
 
     # --- spread each turn's role and header length over its tokens
@@ -151,11 +157,14 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
     at_end = is_e & in_turn
     role[at_end] = np.where(turn_role[at_end] == Role.ASSISTANT, Role.ASSISTANT_END, Role.END)
     role[stray] = Role.OUTSIDE
-    if prof.after_end is not None:
-        after = closed & ~is_e & (pos == last_e + 1) & (ids == prof.after_end)
+    after = np.zeros(n, dtype=bool)
+    if prof.after_end is not None:  # right after an end marker (a stray one too), in a closed turn
+        cand = marks[m_end] + 1
+        cand = cand[cand < n]
+        cand = cand[(row_start[cand] == row_start[cand - 1]) & (ids[cand] == prof.after_end)]
+        after[cand] = True
+        after &= closed & ~is_e
         role[after & (turn_role == Role.ASSISTANT)] = Role.AFTER_ASSISTANT_END
-    else:
-        after = np.zeros(n, dtype=bool)
     outside_text = (closed & ~is_e & ~after) | (open_tok & ~in_header & (turn_role == Role.OUTSIDE))
     outside_text[stray] = False
     problem[outside_text & (problem == 0)] = TurnProblem.TEXT_OUTSIDE_TURN

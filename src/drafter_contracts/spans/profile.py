@@ -143,11 +143,23 @@ class CompiledProfile:
                 self.accepts[s + 1, self.end_ids.index(e)] = True
         self.spec_role = np.array([Role.UNKNOWN_ROLE] + [h.role for h in self.headers], dtype=np.uint8)
         self.spec_len = np.array([1] + [len(h.core) for h in self.headers], dtype=np.int64)
+        # A header of an unknown role spans as many tokens as the shortest header its opener starts,
+        # and ends with their tail when they share one (ChatML: opener, role word, newline).
+        self.unknown_len = np.ones(len(self.opener_ids), dtype=np.int64)
+        self.unknown_tail = np.full(len(self.opener_ids), -1, dtype=np.int64)
+        for k, o in enumerate(self.opener_ids):
+            same = [h for h in self.headers if h.core[0] == o]
+            self.unknown_len[k] = min(len(h.core) for h in same)
+            tails = {h.tail for h in same}
+            if len(tails) == 1 and None not in tails:
+                self.unknown_tail[k] = tails.pop()
         self.spec_needs_end = np.array([True] + [bool(h.ends) for h in self.headers], dtype=bool)
         self.spec_tail = np.array([-1] + [h.tail if h.tail is not None else -1 for h in self.headers], dtype=np.int64)
         # Only a newline tail can merge with the content's leading whitespace.
         self.spec_tail_merges = np.array([False] + [h.tail is not None and h.tail < size and bool(newline_lead[h.tail])
                                                     for h in self.headers], dtype=bool)
+        self.unknown_tail_merges = np.array([t >= 0 and t < size and bool(newline_lead[t]) for t in self.unknown_tail],
+                                            dtype=bool)
         lead = np.zeros(self.size, dtype=bool)
         lead[:size] = newline_lead
         lead[list(profile.short_tails)] = False
