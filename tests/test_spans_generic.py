@@ -251,3 +251,17 @@ def test_llama_boundary_token_is_content(compiled):
     j = ids.index(vocab.single_id("\n\n\n"))
     assert lab.boundary[j] and Role(lab.role[j]) == R.ASSISTANT and lab.boundary.sum() == 1
     assert not lab.problem.any()
+
+
+def test_supervised_boundary_token_is_allowed_unless_strict(compiled):
+    from drafter_contracts.checks.spans import disallowed_supervision
+    from drafter_contracts.config import MaskPolicy
+
+    vocab, enc = _enc("llama3")
+    ids = enc("<|begin_of_text|><|start_header_id|>assistant<|end_header_id|>\n\n\nYes<|eot_id|>")
+    lab, _ = _run([ids], compiled["llama3"][0], 4096)
+    mask = np.zeros(len(ids), dtype=bool)
+    mask[ids.index(vocab.single_id("\n\n\n")):-1] = True  # what a generation-tag masker writes
+    assert not disallowed_supervision(mask, lab, MaskPolicy()).any()
+    strict = disallowed_supervision(mask, lab, MaskPolicy(boundary_tokens="strict"))
+    assert strict.sum() == 1 and lab.boundary[strict].all()

@@ -25,6 +25,8 @@ from .labels import Labels
 from .profile import CompiledProfile, TemplateProfile
 
 AUTO = "auto"
+DISPLAY = {"chatml": "ChatML", "llama3": "Llama 3", "gemma": "Gemma", "mistral": "Mistral", "deepseek": "DeepSeek",
+           "phi4": "Phi-4"}
 
 
 def profile_names() -> tuple[str, ...]:
@@ -84,16 +86,22 @@ def choose_profile(vocab: Vocabulary, name: str = AUTO, family: str | None = Non
     except DerivationFailed as exc:
         reason = str(exc)
         fallback = family if family in BUILTINS or family in ALIASES else None
+        declared_missing = None
         for candidate in (fallback, sniff_family(vocab)):
             if candidate is None:
                 continue
             try:
                 return builtin_profile(candidate, vocab), f"built-in {ALIASES.get(candidate, candidate)} (derivation failed: {reason})"
-            except MissingToken:
-                continue
-        raise UsageProblem(f"--tokenizer {vocab.name}: cannot derive a template profile from its chat template ({reason}) "
-                           f"and no built-in family matches its special tokens; pass --template-profile with one of "
-                           f"{', '.join(BUILTINS)}") from None
+            except MissingToken as missing:
+                if candidate == fallback:
+                    declared_missing = missing.args[0]
+        declared = ""
+        if declared_missing is not None:
+            shown = DISPLAY.get(fallback, fallback)
+            declared = f", it cannot be the {shown} tokenizer the contract's family declares (no {declared_missing} token)"
+        raise UsageProblem(f"--tokenizer {vocab.name}: cannot derive a template profile from its chat template ({reason})"
+                           f"{declared}, and no built-in family matches its special tokens; pass the tokenizer that "
+                           f"produced the dataset, or --template-profile with one of {', '.join(BUILTINS)}") from None
     family_name = sniff_family(vocab)
     if family_name is not None:
         try:
