@@ -161,7 +161,7 @@ def _run(rows: list[list[int]], cp, max_len: int):
     return generic.label(ids, offsets, cp, max_len), offsets
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_generic_matches_per_token_reference(compiled, data):
     family = data.draw(st.sampled_from(FAMILIES))
@@ -177,7 +177,7 @@ def test_generic_matches_per_token_reference(compiled, data):
         assert [bool(x) for x in lab.problem[a:b]] == [bool(x) for x in problems], (family, row, lab.problem[a:b].tolist(), problems)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_chatml_fast_path_equals_generic(compiled, data, vocab):
     cp, _, alphabet = compiled["chatml"]
