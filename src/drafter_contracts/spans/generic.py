@@ -140,12 +140,13 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
     role[in_header] = Role.HEADER
 
     # --- sub-spans of turn bodies: reasoning and tool calls (assistant), tool output (user)
-    for pair, owner, sub in ((prof.reasoning, Role.ASSISTANT, Role.REASONING),
-                             (prof.tool_call, Role.ASSISTANT, Role.TOOL_CALL),
-                             (prof.tool_response, Role.USER, Role.TOOL)):
-        if pair is None:
-            continue
-        body = (role == owner) & ~boundary
+    # Bodies are fixed before any sub-span is marked: where blocks overlap, the later kind wins.
+    subs = [(pair, owner, sub) for pair, owner, sub in ((prof.reasoning, Role.ASSISTANT, Role.REASONING),
+                                                        (prof.tool_call, Role.ASSISTANT, Role.TOOL_CALL),
+                                                        (prof.tool_response, Role.USER, Role.TOOL)) if pair]
+    bodies = {owner: (role == owner) & ~boundary for owner in {owner for _, owner, _ in subs}}
+    for pair, owner, sub in subs:
+        body = bodies[owner]
         last_open = _last_at_or_before(ids == pair[0], pos, row_start)
         inside = last_open > last_s
         if pair[1] is not None:
