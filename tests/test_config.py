@@ -63,7 +63,7 @@ def test_tolerance(raw, expected, rows):
     (MINIMAL.replace('input_ids = "list<int32>"\n', ""), "must declare column 'input_ids'"),
     (MINIMAL + "min_len = 200\n", "min_len 200 is larger than max_len 100"),
     (MINIMAL + '[dataset]\ncount_tolerance = "lots"\n', "count_tolerance must be"),
-    (MINIMAL + '[tokenizer]\nfamily = "llama3"\n', "family 'llama3' is not supported"),
+    (MINIMAL + '[tokenizer]\nfamily = "klingon"\n', "family 'klingon' is not supported"),
     ("[contract\nname=", "not valid TOML"),
 ])
 def test_bad_contract_files_say_what_is_wrong(tmp_path, text, fragment):

@@ -22,7 +22,8 @@ KNOWN_TYPES = frozenset(
     | {f"large_list<{t}>" for t in ("int32", "int64", "bool")}
     | {"int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "bool", "string"}
 )
-FAMILIES = ("chatml",)
+#: Template families a contract may declare: the built-in span profiles (spans/builtin.py) and "auto".
+FAMILIES = ("chatml", "auto", "phi4", "llama3", "gemma", "mistral", "deepseek")
 BUILTIN_CONTRACT = "qwen3.6-dflash"
 
 
@@ -176,6 +177,9 @@ class Contract:
     max_len: int = 4096
     min_supervised: int = 1
     family: str = "chatml"
+    #: Span profile: "auto" derives it from the tokenizer's chat template (falling back to ``family``),
+    #: a built-in name forces that family (see spans/resolve.py).
+    template_profile: str = "auto"
     tokenizer: str | None = None
     vocab_size: int | None = None
     mask: MaskPolicy = field(default_factory=MaskPolicy)
@@ -223,6 +227,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
     "tokenizer": {
         "path": ((str,), "tokenizer"),
         "family": ((str,), "family"),
+        "template_profile": ((str,), "template_profile"),
         "vocab_size": (_INT, "vocab_size"),
     },
     "mask": {key: ((MaskPolicy.kind(key),), f"mask.{key}") for key in MaskPolicy.keys()},
@@ -374,6 +379,11 @@ def _baseline_policy(flat: dict[str, Any], where: str) -> BaselinePolicy:
 def _check_values(c: Contract, where: str) -> None:
     if c.family not in FAMILIES:
         raise UsageProblem(f"{where}: [tokenizer] family {c.family!r} is not supported; use one of {', '.join(FAMILIES)}")
+    from .spans.resolve import profile_names
+
+    if c.template_profile not in profile_names():
+        raise UsageProblem(f"{where}: template profile {c.template_profile!r} is unknown; use auto or one of "
+                           f"{', '.join(n for n in profile_names() if n != 'auto')}")
     for name in ("min_len", "max_len", "min_supervised"):
         if getattr(c, name) < 0:
             raise UsageProblem(f"{where}: {name} must be >= 0, got {getattr(c, name)}")

@@ -24,6 +24,7 @@ from .report.profile import seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult, Violation
 from .spans import chatml
 from .spans.labels import Labels, Role
+from .spans.resolve import SpanOracle, make_oracle
 from .vocab import Vocabulary
 
 #: Per-row contracts in the order tests are collected and reported.
@@ -115,15 +116,17 @@ class Engine:
     dataset: SavedDataset
     contract: Contract
     vocab: Vocabulary | None
-    profile: chatml.ChatMLProfile | None = None
+    profile: chatml.ChatMLProfile | None = None  # or a generic CompiledProfile: chatml.label takes both
     _results: dict[tuple[int, str], CheckResult] = field(default_factory=dict)
     _stats: dict[int, dict] = field(default_factory=dict)
     _work: ShardWork | None = None
     token_freq_path: Path | None = None  # --token-freq FILE, else token_freq.pt beside the dataset if present
+    oracle: SpanOracle | None = None  # the template profile in use and how it was chosen
 
     def __post_init__(self) -> None:
         if self.vocab is not None and self.profile is None:
-            self.profile = chatml.ChatMLProfile.from_vocabulary(self.vocab)
+            self.oracle = make_oracle(self.vocab, self.contract.template_profile, self.contract.family)
+            self.profile = self.oracle.labeller_profile
 
     @cached_property
     def shards(self) -> list[Shard]:

@@ -55,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--baseline", metavar="FILE", help="compare the dataset with a profile saved by --save-baseline; "
                                                    "thresholds from the contract's [baseline] table")
     g.addoption("--token-freq", metavar="FILE", help="token_freq.pt to check (default: the one beside the dataset, if any)")
+    g.addoption("--template-profile", metavar="NAME|auto",
+                help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in "
+                     "(chatml, phi4, llama3, gemma, mistral, deepseek)")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -68,6 +71,7 @@ def _overrides(config: pytest.Config) -> dict[str, Any]:
         "shard_size": opt("shard_size"),
         "tokenizer": opt("tokenizer"),
         "mask": parse_mask_overrides(opt("mask_policy")),
+        "template_profile": opt("template_profile"),
     }
 
 
@@ -365,6 +369,21 @@ class ContractRun:
                 self.artifacts.append(f"{self.save_baseline} (baseline saved{note})")
             else:
                 self.artifacts.append(f"{self.save_baseline} NOT saved: stats cover only part of the shards")
+        engine, vocab = self.engine, self.engine.vocab
+        meta = {
+            "dataset": {"path": str(engine.dataset.path), "split": engine.dataset.split,
+                        "num_rows": engine.dataset.num_rows, "files": [f.name for f in engine.dataset.files],
+                        "fingerprint": engine.dataset.fingerprint(), "columns": engine.dataset.column_types()},
+            "contract": engine.contract.to_dict(),
+            "tokenizer": {"name": vocab.name if vocab else None, "fingerprint": vocab.fingerprint if vocab else None,
+                          "size": vocab.size if vocab else None},
+            "timing": {"wall_seconds": round(time.time() - self.started, 3)},
+        }
+        if engine.oracle is not None:
+            meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
+        self.summary = build_summary(meta, self.recorder, len(engine.shards), int(exitstatus),
+                                     DATASET_CHECKS + ROW_CHECKS)
+        self.summary_path = write_summary(self.summary, Path(session.config.getoption("report_dir")).expanduser())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:

@@ -47,6 +47,38 @@ class Vocabulary:
     def __repr__(self) -> str:
         return f"Vocabulary({self.name!r}, fingerprint={self.fingerprint!r})"
 
+    # --- chat template rendering (span-profile derivation; loaded only when deriving) ---
+    #: Where the transformers tokenizer comes from: set by the loaders below.
+    hf_source: str | None = None
+
+    @cached_property
+    def hf_tokenizer(self) -> Any:
+        """A transformers tokenizer for ``apply_chat_template`` (special tokens such as ``bos_token`` set)."""
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+        if self.hf_source is not None:
+            try:
+                return AutoTokenizer.from_pretrained(self.hf_source, local_files_only=True)
+            except Exception:  # a bare tokenizer.json without config: fall back to the backend
+                pass
+        tok = PreTrainedTokenizerFast(tokenizer_object=self.backend)
+        tok.chat_template = self.chat_template
+        return tok
+
+    def render_chat(self, messages: list[dict], **kwargs: Any) -> str:
+        """The chat template's text for ``messages`` (raises whatever the template raises)."""
+        return self.hf_tokenizer.apply_chat_template(messages, tokenize=False, chat_template=self.chat_template, **kwargs)
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids and character spans, tokenized the way apply_chat_template does (no extra BOS/EOS)."""
+        enc = self.backend.encode(text, add_special_tokens=False)
+        return list(enc.ids), [tuple(o) for o in enc.offsets]
+
+    @cached_property
+    def added_ids(self) -> frozenset[int]:
+        """Ids of added (special/control) tokens: the only ids a chat template's markers may use."""
+        return frozenset(int(i) for i in self.backend.get_added_tokens_decoder())
+
     @cached_property
     def backend(self) -> Any:
         """The ``tokenizers.Tokenizer`` (loaded on first use)."""
@@ -87,6 +119,7 @@ class Vocabulary:
         if key not in self._lookups:
             found = compute()
             self._lookups[key] = -1 if found is None else found
+            self._grown = True
         value = self._lookups[key]
         return None if value < 0 else value
 
@@ -101,10 +134,20 @@ class Vocabulary:
             return ids[0] if len(ids) == 1 else None
         return self._lookup("single:" + text, compute)
 
+    def encode_cached(self, text: str) -> tuple[int, ...]:
+        """Ids of ``text`` (special tokens recognised), remembered in the cached tables like single_id."""
+        key = "seq:" + text
+        if key not in self._lookups:
+            self._lookups[key] = list(self.backend.encode(text, add_special_tokens=False).ids)
+            self._grown = True
+        return tuple(self._lookups[key])
+
+    _grown = False
+
     def save_tables(self) -> None:
         """Cache the derived tables for the next process (atomic; errors only cost speed)."""
         target = _tables_path(self.fingerprint)
-        if self._from_cache and target.is_file():
+        if self._from_cache and target.is_file() and not self._grown:
             return
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -173,8 +216,10 @@ def _from_file(path: Path, name: str) -> Vocabulary:
             template = json.loads(config.read_text("utf-8")).get("chat_template")
         except ValueError:
             template = None
-    return Vocabulary(name, fingerprint, (lambda: backend) if backend is not None else load,
-                      template if isinstance(template, str) else None, tables)
+    vocab = Vocabulary(name, fingerprint, (lambda: backend) if backend is not None else load,
+                       template if isinstance(template, str) else None, tables)
+    vocab.hf_source = str(path.parent)
+    return vocab
 
 
 def _from_transformers(name: str) -> Vocabulary:
@@ -191,8 +236,10 @@ def _from_transformers(name: str) -> Vocabulary:
         raise UsageProblem(f"--tokenizer {name}: only a slow tokenizer is available; save a fast one (tokenizer.json) and pass its directory")
     raw = backend.to_str().encode("utf-8")
     template = getattr(tok, "chat_template", None)
-    return Vocabulary(name, hashlib.sha256(raw).hexdigest()[:16], lambda: backend,
-                      template if isinstance(template, str) else None)
+    vocab = Vocabulary(name, hashlib.sha256(raw).hexdigest()[:16], lambda: backend,
+                       template if isinstance(template, str) else None)
+    vocab.__dict__["hf_tokenizer"] = tok
+    return vocab
 
 
 @lru_cache(maxsize=4)

@@ -16,7 +16,9 @@ import numpy as np
 
 from ..errors import UsageProblem
 from ..vocab import Vocabulary
+from . import generic
 from .labels import Labels, Role, TurnProblem
+from .profile import CompiledProfile
 
 ROLE_WORDS = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER,
               "assistant": Role.ASSISTANT, "tool": Role.TOOL}
@@ -63,8 +65,14 @@ def _last_at_or_before(flag: np.ndarray, pos: np.ndarray, row_start: np.ndarray)
     return np.where(last >= row_start, last, -1)
 
 
-def label(ids: np.ndarray, offsets: np.ndarray, profile: ChatMLProfile, max_len: int) -> Labels:
-    """Label every token of a flattened shard with its Role and any structural problem."""
+def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | CompiledProfile", max_len: int) -> Labels:
+    """Label every token of a flattened shard with its Role and any structural problem.
+
+    Any other family's compiled profile goes to the generic labeller, so callers that
+    hold "the engine's profile" (explanations) need not know which family it is.
+    """
+    if isinstance(profile, CompiledProfile):
+        return generic.label(ids, offsets, profile, max_len)
     n = len(ids)
     lengths = np.diff(offsets)
     idx = np.int32 if n < 2**31 - 1 else np.int64

@@ -45,6 +45,7 @@ class TurnProblem(IntEnum):
     MALFORMED_HEADER = 5
     TEXT_OUTSIDE_TURN = 6
     UNCLOSED_TURN = 7
+    MISPLACED_BOS = 8
 
 
 TURN_PROBLEM_TEXT = {
@@ -55,6 +56,7 @@ TURN_PROBLEM_TEXT = {
     TurnProblem.MALFORMED_HEADER: "turn header not closed by a newline",
     TurnProblem.TEXT_OUTSIDE_TURN: "tokens between turns",
     TurnProblem.UNCLOSED_TURN: "row shorter than max_len ends inside an open turn (silently truncated turn?)",
+    TurnProblem.MISPLACED_BOS: "begin-of-sequence token inside a row (BOS added twice, or rows concatenated?)",
 }
 
 
