@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -57,6 +58,55 @@ def plan_shards(num_rows: int, shard_size: int, row_lengths: np.ndarray | None =
         shards.append(Shard(len(shards), start, stop))
         start = stop
     return shards
+
+
+def parse_split(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 1 <= K <= N; anything else is a usage error."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise UsageProblem(f"--split {text}: expected K/N with 1 <= K <= N (run K of N machines, e.g. --split 2/3); "
+                           "to pick a DatasetDict split use --dataset-split NAME")
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_groups(shards: list[Shard], row_lengths: np.ndarray | None, n: int) -> list[list[Shard]]:
+    """``n`` disjoint runs of consecutive shards with about equal tokens (rows without lengths).
+
+    Deterministic from the plan alone, so N machines that plan the same dataset with
+    the same contract agree on who checks what without talking to each other; each
+    shard, hence each row, lands in exactly one group. Consecutive shards keep a
+    machine on one region of the Arrow files (sequential reads, warm page cache).
+    """
+    if not shards:
+        return [[] for _ in range(n)]
+    if row_lengths is not None and len(row_lengths):
+        cum = np.concatenate(([0], np.cumsum(row_lengths, dtype=np.int64)))
+        weight_end = cum[[s.stop for s in shards]].astype(np.float64)
+    else:
+        weight_end = np.array([s.stop for s in shards], dtype=np.float64)
+    total = weight_end[-1] or 1.0
+    # Group of a shard: which n-th of the total its midpoint falls in.
+    weight_start = np.concatenate(([0.0], weight_end[:-1]))
+    group = np.minimum(((weight_start + weight_end) / 2 * n // total).astype(np.int64), n - 1)
+    return [[s for s, g in zip(shards, group) if g == k] for k in range(n)]
+
+
+def plan_identity(shards: list[Shard], dataset: "SavedDataset") -> str:
+    """What the parts of a split run must share: the save's fingerprint, file names and sizes, rows, shard plan.
+
+    ``datasets`` writes a fresh ``_fingerprint`` into state.json on every save, and
+    copies keep it; mtimes are left out on purpose, since copies on several machines
+    differ there.
+    """
+    try:
+        saved = json.loads((dataset.path / "state.json").read_text("utf-8")).get("_fingerprint", "")
+    except (OSError, ValueError, AttributeError):
+        saved = ""
+    h = hashlib.sha256(f"{saved}|{dataset.num_rows}".encode())
+    for f in dataset.files:
+        h.update(f"|{f.name}:{f.stat().st_size}".encode())
+    h.update(np.array([(s.start, s.stop) for s in shards], dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -266,12 +316,12 @@ def open_dataset(path: str | Path, split: str | None = None) -> SavedDataset:
         except (OSError, ValueError, KeyError, TypeError):
             splits = sorted(d.name for d in p.iterdir() if (d / "state.json").is_file())
         if split is None:
-            raise UsageProblem(f"--dataset-path {path}: is a DatasetDict with splits {', '.join(splits)}; choose one with --split NAME")
+            raise UsageProblem(f"--dataset-path {path}: is a DatasetDict with splits {', '.join(splits)}; choose one with --dataset-split NAME")
         if split not in splits:
-            raise UsageProblem(f"--split {split}: not in {path}; its splits are {', '.join(splits)}")
+            raise UsageProblem(f"--dataset-split {split}: not in {path}; its splits are {', '.join(splits)}")
         return SavedDataset(p / split, _arrow_files(p / split), split)
     if split is not None:
-        raise UsageProblem(f"--split {split}: {path} is a single Dataset, not a DatasetDict; drop --split")
+        raise UsageProblem(f"--dataset-split {split}: {path} is a single Dataset, not a DatasetDict; drop --dataset-split")
     if not (p / "state.json").is_file():
         hint = ""
         if any(f.suffix in (".parquet", ".jsonl", ".json") for f in p.iterdir() if f.is_file()):

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from .config import load_contract, resolve_contract_path
-from .dataset import Shard, open_dataset
+from .dataset import Shard, open_dataset, parse_split
 from .engine import DATASET_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
+from .report.merge import raw_record, split_section
 from .report.summary import RESULT_KEY, STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
 from .vocab import BUILTIN_PREFIX, load_vocabulary
 
@@ -38,7 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--min-supervised", metavar="N", type=int, help="fewest supervised tokens a row may have")
     g.addoption("--shard-size", metavar="ROWS", type=int, help="rows per shard (the unit xdist spreads)")
     g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json goes (default: reports/)")
-    g.addoption("--split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
+    g.addoption("--dataset-split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
+    g.addoption("--split", metavar="K/N", help="check only the K-th of N disjoint shard groups (one machine of N); "
+                "join the N summary.json files with 'drafter-contracts merge-reports'")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -66,7 +69,8 @@ def build_engine(config: pytest.Config) -> Engine:
     """Contract, dataset and tokenizer from the command line; raises UsageProblem on bad input."""
     contract_file = resolve_contract_path(config.getoption("contract"))
     contract = load_contract(contract_file, _overrides(config))
-    dataset = open_dataset(config.getoption("dataset_path"), config.getoption("split"))
+    split = parse_split(config.getoption("split")) if config.getoption("split") is not None else None
+    dataset = open_dataset(config.getoption("dataset_path"), config.getoption("dataset_split"))
     _ = dataset.table  # open the Arrow files now: unreadable ones are usage errors, not test errors
     name = _tokenizer_name(contract.tokenizer, contract_file, config.getoption("tokenizer") is not None)
     vocab = load_vocabulary(name) if name else None
@@ -76,7 +80,7 @@ def build_engine(config: pytest.Config) -> Engine:
     report_dir = Path(config.getoption("report_dir")).expanduser().resolve()
     if report_dir == dataset.path.resolve() or dataset.path.resolve() in report_dir.parents:
         raise UsageProblem(f"--report-dir {report_dir}: is inside the dataset folder; the dataset is read-only, choose another folder")
-    engine = Engine(dataset, contract, vocab)
+    engine = Engine(dataset, contract, vocab, split=split)
     if vocab is not None:
         vocab.save_tables()  # the profile has made its lookups: workers start from the cache
     problem = engine.coverage_problem()
@@ -182,6 +186,7 @@ class ContractRun:
         self.started = time.time()
         self.summary: dict[str, Any] | None = None
         self.summary_path: Path | None = None
+        self.raw: list[dict[str, Any]] = []  # what merge-reports replays (see report/merge.py)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
@@ -189,6 +194,7 @@ class ContractRun:
             if report.skipped and isinstance(report.longrepr, tuple):
                 reason = str(report.longrepr[2]).removeprefix("Skipped: ")
             self.recorder.add(report.nodeid, report.outcome, dict(report.user_properties), reason)
+            self.raw.append(raw_record(report.nodeid, report.outcome, dict(report.user_properties), reason))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -206,6 +212,7 @@ class ContractRun:
         }
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(exitstatus),
                                      DATASET_CHECKS + ROW_CHECKS)
+        self.summary.update(split_section(engine, self.raw))
         self.summary_path = write_summary(self.summary, Path(session.config.getoption("report_dir")).expanduser())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
