@@ -148,17 +148,53 @@ def arrow_type_name(t: pa.DataType) -> str:
     return str(t)
 
 
+_INT_DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+               pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64}
+
+
+def to_numpy(arr: pa.Array) -> np.ndarray:
+    """A primitive Arrow array as numpy: integers without nulls zero-copy, booleans unpacked.
+
+    Straight from the buffers because ``pa.Array.to_numpy`` imports pandas on first
+    use, about a second per process (controller and every xdist worker) of the
+    suite's fixed cost. Arrays with nulls take pyarrow's path (nulls read as 0).
+    """
+    n = len(arr)
+    if arr.null_count:
+        return arr.fill_null(False if pa.types.is_boolean(arr.type) else 0).to_numpy(zero_copy_only=False)
+    buf = arr.buffers()[1] if n else None
+    if pa.types.is_boolean(arr.type):
+        if buf is None:
+            return np.zeros(0, dtype=np.bool_)
+        bits = np.frombuffer(buf, dtype=np.uint8)
+        return np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset:].view(np.bool_)
+    dtype = _INT_DTYPES.get(arr.type)
+    if dtype is None:
+        return arr.to_numpy(zero_copy_only=False)
+    if buf is None:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(buf, dtype=dtype, count=n, offset=arr.offset * np.dtype(dtype).itemsize)
+
+
+def _offsets(arr: pa.Array) -> np.ndarray:
+    """The n+1 offsets of a list array (its own slice of the offsets buffer)."""
+    dtype = np.int64 if pa.types.is_large_list(arr.type) else np.int32
+    if arr.buffers()[1] is None:
+        return np.zeros(len(arr) + 1, dtype=dtype)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr) + 1, offset=arr.offset * np.dtype(dtype).itemsize)
+
+
 def _chunk_column(arr: pa.Array) -> ListColumn:
     """One Arrow list chunk as flat numpy; integer values without nulls are zero-copy views."""
-    offsets = arr.offsets.to_numpy().astype(np.int64, copy=False)
+    offsets = _offsets(arr).astype(np.int64, copy=False)
     first, last = int(offsets[0]), int(offsets[-1])
     child = arr.values.slice(first, last - first)
     null_elements = None
     if child.null_count:
-        null_elements = child.is_null().to_numpy(zero_copy_only=False)
+        null_elements = to_numpy(child.is_null())
         child = child.fill_null(False if pa.types.is_boolean(child.type) else 0)
-    values = child.to_numpy(zero_copy_only=False)
-    null_rows = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
+    values = to_numpy(child)
+    null_rows = to_numpy(arr.is_null()) if arr.null_count else None
     return ListColumn(values, offsets - first, null_rows, null_elements)
 
 
@@ -247,7 +283,7 @@ class SavedDataset:
         t = self.schema.field(column).type
         if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
             return None
-        parts = [np.diff(chunk.offsets.to_numpy()) for chunk in self.table.column(column).chunks]
+        parts = [np.diff(_offsets(chunk)) for chunk in self.table.column(column).chunks]
         return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
 
     def column_types(self) -> dict[str, str]:
@@ -280,9 +316,9 @@ class SavedDataset:
             if pa.types.is_integer(col.type):
                 arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
                 if arr.null_count:
-                    nulls = arr.is_null().to_numpy(zero_copy_only=False)
+                    nulls = to_numpy(arr.is_null())
                     arr = arr.fill_null(0)
-                seq_len = arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+                seq_len = to_numpy(arr).astype(np.int64, copy=False)
         return ShardArrays(shard, list_col("input_ids"), list_col("loss_mask"), seq_len, nulls)
 
 
