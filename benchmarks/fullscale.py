@@ -9,7 +9,8 @@ token, mask bit and row length is the bank's; only plain words change: each toke
 that is a space plus ASCII letters (" model", " The") is replaced by a random other
 such token of the same case, when the token after it does not continue the word.
 Such tokens are whole pre-tokenizer pieces that encode to themselves, so a re-worded
-row still decodes and re-encodes to the same ids, and rows are not duplicates.
+row still decodes and re-encodes to the same ids, and rows are not duplicates (bank
+rows with fewer than ``MIN_WORDS`` such words, the CJK-only ones, are not used).
 
 The whole thing is vectorized per chunk of rows (gathers with ``np.repeat``), and
 written through ``datasets``' own ``save_to_disk``.
@@ -37,9 +38,12 @@ from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
 #: The seed's row count.
 FULL_ROWS = 913_786
 #: Bump when the generator's output changes, or stale caches keep serving old rows.
-VERSION = "v1"
+VERSION = "v2"
 BANK_ROWS = 2000
 CHUNK_ROWS = 50_000
+#: Bank rows with fewer re-wordable words (CJK-only rows, short code answers) would repeat
+#: verbatim hundreds of times at full scale; they (154 of 2,000, mostly CJK-only) are left out.
+MIN_WORDS = 8
 #: ``save_to_disk``'s own default cap per Arrow file.
 MAX_FILE_BYTES = 500 << 20
 
@@ -93,6 +97,7 @@ class Bank:
     mask: np.ndarray
     offsets: np.ndarray
     replaceable: np.ndarray  # bool per token
+    usable: np.ndarray  # indices of bank rows with enough words to re-word into unique rows
 
     @property
     def lengths(self) -> np.ndarray:
@@ -114,14 +119,16 @@ def load_bank(bank_dir: Path | None = None) -> Bank:
     last_of_row = np.zeros(len(ids), dtype=bool)
     last_of_row[offsets[1:] - 1] = True
     replaceable = w.is_word[ids] & (w.ends_piece[nxt] & ~last_of_row)
-    return Bank(ids, mask, offsets, replaceable)
+    cs = np.concatenate(([0], np.cumsum(replaceable)))
+    usable = np.flatnonzero(cs[offsets[1:]] - cs[offsets[:-1]] >= MIN_WORDS)
+    return Bank(ids, mask, offsets, replaceable, usable)
 
 
 def chunk_table(bank: Bank, rows: int, seed: int, chunk: int) -> pa.Table:
     """Rows ``[chunk*CHUNK_ROWS, +rows)`` of the dataset: deterministic per (seed, chunk)."""
     w = word_tables()
     rng = np.random.default_rng([seed, chunk])
-    pick = rng.integers(0, len(bank.lengths), size=rows)
+    pick = bank.usable[rng.integers(0, len(bank.usable), size=rows)]
     lengths = bank.lengths[pick]
     out_offsets = np.concatenate(([0], np.cumsum(lengths)))
     src = np.repeat(bank.offsets[pick] - out_offsets[:-1], lengths) + np.arange(out_offsets[-1])
