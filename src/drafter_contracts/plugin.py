@@ -38,6 +38,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--max-len", metavar="N", type=int, help="largest allowed seq_len (the truncation cap)")
     g.addoption("--min-supervised", metavar="N", type=int, help="fewest supervised tokens a row may have")
     g.addoption("--shard-size", metavar="ROWS", type=int, help="rows per shard (the unit xdist spreads)")
+    g.addoption("--max-shard-tokens", metavar="N", type=int, help="tokens per shard at most (bounds a worker's memory)")
     g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json goes (default: reports/)")
     g.addoption("--dataset-split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
     g.addoption("--split", metavar="K/N", help="check only the K-th of N disjoint shard groups (one machine of N); "
@@ -53,6 +54,7 @@ def _overrides(config: pytest.Config) -> dict[str, Any]:
         "max_len": opt("max_len"),
         "min_supervised": opt("min_supervised"),
         "shard_size": opt("shard_size"),
+        "max_shard_tokens": opt("max_shard_tokens"),
         "tokenizer": opt("tokenizer"),
     }
 
