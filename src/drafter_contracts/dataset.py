@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -231,11 +232,23 @@ class SavedDataset:
         self.split = split
 
     @cached_property
-    def _tables(self) -> list[pa.Table]:
-        tables = []
+    def _maps(self) -> list[mmap.mmap | None]:
+        """Our own read-only maps of the Arrow files, so their pages can be handed back (``release_pages``)."""
+        maps: list[mmap.mmap | None] = []
         for f in self.files:
             try:
-                source = pa.memory_map(str(f), "r")
+                with open(f, "rb") as fh:
+                    maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if f.stat().st_size else None)
+            except (OSError, ValueError) as exc:
+                raise UsageProblem(f"{f}: cannot be read ({exc}); check the file's permissions") from None
+        return maps
+
+    @cached_property
+    def _tables(self) -> list[pa.Table]:
+        tables = []
+        for f, mm in zip(self.files, self._maps):
+            try:
+                source = pa.py_buffer(mm if mm is not None else b"")
                 try:
                     tables.append(pa.ipc.open_stream(source).read_all())
                 except pa.ArrowInvalid:
@@ -243,6 +256,20 @@ class SavedDataset:
             except (pa.ArrowInvalid, OSError) as exc:
                 raise UsageProblem(f"{f}: not a readable Arrow file ({exc}); re-save the dataset with datasets.save_to_disk") from None
         return tables
+
+    def release_pages(self) -> None:
+        """Unmap the pages read so far from this process (they stay in the page cache).
+
+        File pages a worker has touched count in its RSS until the kernel needs them
+        back; without this a worker that checked every shard shows the whole dataset
+        as resident. With it, RSS stays at one shard's pages plus the worker's own
+        memory. Data already read stays valid: the next access re-faults the page.
+        """
+        if "_maps" not in self.__dict__ or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        for mm in self._maps:
+            if mm is not None:
+                mm.madvise(mmap.MADV_DONTNEED)
 
     @cached_property
     def table(self) -> pa.Table:

@@ -154,6 +154,7 @@ class Engine:
     def work(self, shard: Shard) -> ShardWork:
         if self._work is None or self._work.shard != shard:
             self._work = None  # drop the previous shard's arrays before reading the next
+            self.dataset.release_pages()  # and its file pages from this process's RSS
             self._work = ShardWork(self.dataset, shard, self.contract, self.profile)
         return self._work
 

@@ -223,4 +223,9 @@ class ContractRun:
         terminalreporter.section("drafter-contracts")
         for line in terminal_lines(self.summary):
             terminalreporter.line(line)
+        split = self.summary.get("split", {})
+        if split.get("n", 1) > 1:
+            terminalreporter.line(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} shards, "
+                                  f"{self.summary['figures']['rows']:,} rows; join all parts with "
+                                  "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")
         terminalreporter.line(f"summary: {self.summary_path}")
