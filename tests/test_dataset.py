@@ -71,7 +71,7 @@ def test_dataset_dict_needs_a_split(tmp_path):
     dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"input_ids": [[1]]}),
                                "test": datasets.Dataset.from_dict({"input_ids": [[2]]})})
     dd.save_to_disk(str(tmp_path / "dd"))
-    with pytest.raises(UsageProblem, match="choose one with --split"):
+    with pytest.raises(UsageProblem, match="choose one with --dataset-split"):
         open_dataset(tmp_path / "dd")
     with pytest.raises(UsageProblem, match="its splits are"):
         open_dataset(tmp_path / "dd", "valid")

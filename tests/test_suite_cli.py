@@ -170,7 +170,7 @@ def bad_inputs(tmp_path_factory, clean_dataset):
     return tmp, {
         "nonexistent path": ([f"--dataset-path={tmp / 'nope'}"], "no such file or directory"),
         "not a saved dataset": ([f"--dataset-path={tmp}"], "not a saved dataset"),
-        "DatasetDict without --split": ([f"--dataset-path={tmp / 'dd'}"], "choose one with --split"),
+        "DatasetDict without --dataset-split": ([f"--dataset-path={tmp / 'dd'}"], "choose one with --dataset-split"),
         "parquet file": ([f"--dataset-path={tmp / 'data.parquet'}"], "save_to_disk"),
         "jsonl file": ([f"--dataset-path={tmp / 'rows.jsonl'}"], "save_to_disk"),
         "contract unknown key": ([ds, f"--contract={tmp / 'unknown_key.toml'}"], "unknown key 'colour'"),
@@ -186,7 +186,7 @@ def bad_inputs(tmp_path_factory, clean_dataset):
 
 
 @pytest.mark.parametrize("case", [
-    "nonexistent path", "not a saved dataset", "DatasetDict without --split", "parquet file", "jsonl file",
+    "nonexistent path", "not a saved dataset", "DatasetDict without --dataset-split", "parquet file", "jsonl file",
     "contract unknown key", "contract wrong type", "contract missing value", "contract file missing",
     "tokenizer missing", "tokenizer cannot load", "tokenizer not ChatML", "bad tolerance", "report dir inside dataset",
 ])

@@ -33,9 +33,22 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--rows", type=int, default=2000, help="rows of the demo dataset (default 2000)")
     demo.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     demo.add_argument("--report-dir", default="reports", help="where summary.json goes (default reports/)")
+    merge = sub.add_parser("merge-reports", help="join the summary.json files of a --split K/N run into one verdict",
+                           description="Exit status: 0 every contract holds, 1 a contract is violated, "
+                                       "4 the summaries are not the N disjoint parts of one run.")
+    merge.add_argument("out_dir", help="folder for the merged summary.json")
+    merge.add_argument("summaries", nargs="+", help="summary.json of each part")
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         return _demo(args, rest)
+    if args.command == "merge-reports":
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        from pathlib import Path
+
+        from .report.merge import merge_reports
+
+        return merge_reports(Path(args.out_dir), [Path(p) for p in args.summaries])
     parser.error(f"unknown command {args.command}")
     return 2
 

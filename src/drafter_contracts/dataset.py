@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -59,6 +61,55 @@ def plan_shards(num_rows: int, shard_size: int, row_lengths: np.ndarray | None =
     return shards
 
 
+def parse_split(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 1 <= K <= N; anything else is a usage error."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise UsageProblem(f"--split {text}: expected K/N with 1 <= K <= N (run K of N machines, e.g. --split 2/3); "
+                           "to pick a DatasetDict split use --dataset-split NAME")
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_groups(shards: list[Shard], row_lengths: np.ndarray | None, n: int) -> list[list[Shard]]:
+    """``n`` disjoint runs of consecutive shards with about equal tokens (rows without lengths).
+
+    Deterministic from the plan alone, so N machines that plan the same dataset with
+    the same contract agree on who checks what without talking to each other; each
+    shard, hence each row, lands in exactly one group. Consecutive shards keep a
+    machine on one region of the Arrow files (sequential reads, warm page cache).
+    """
+    if not shards:
+        return [[] for _ in range(n)]
+    if row_lengths is not None and len(row_lengths):
+        cum = np.concatenate(([0], np.cumsum(row_lengths, dtype=np.int64)))
+        weight_end = cum[[s.stop for s in shards]].astype(np.float64)
+    else:
+        weight_end = np.array([s.stop for s in shards], dtype=np.float64)
+    total = weight_end[-1] or 1.0
+    # Group of a shard: which n-th of the total its midpoint falls in.
+    weight_start = np.concatenate(([0.0], weight_end[:-1]))
+    group = np.minimum(((weight_start + weight_end) / 2 * n // total).astype(np.int64), n - 1)
+    return [[s for s, g in zip(shards, group) if g == k] for k in range(n)]
+
+
+def plan_identity(shards: list[Shard], dataset: "SavedDataset") -> str:
+    """What the parts of a split run must share: the save's fingerprint, file names and sizes, rows, shard plan.
+
+    ``datasets`` writes a fresh ``_fingerprint`` into state.json on every save, and
+    copies keep it; mtimes are left out on purpose, since copies on several machines
+    differ there.
+    """
+    try:
+        saved = json.loads((dataset.path / "state.json").read_text("utf-8")).get("_fingerprint", "")
+    except (OSError, ValueError, AttributeError):
+        saved = ""
+    h = hashlib.sha256(f"{saved}|{dataset.num_rows}".encode())
+    for f in dataset.files:
+        h.update(f"|{f.name}:{f.stat().st_size}".encode())
+    h.update(np.array([(s.start, s.stop) for s in shards], dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
 @dataclass
 class ListColumn:
     """One list column of a shard, flattened: ``values[offsets[i]:offsets[i+1]]`` is row i."""
@@ -98,17 +149,53 @@ def arrow_type_name(t: pa.DataType) -> str:
     return str(t)
 
 
+_INT_DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+               pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64}
+
+
+def to_numpy(arr: pa.Array) -> np.ndarray:
+    """A primitive Arrow array as numpy: integers without nulls zero-copy, booleans unpacked.
+
+    Straight from the buffers because ``pa.Array.to_numpy`` imports pandas on first
+    use, about a second per process (controller and every xdist worker) of the
+    suite's fixed cost. Arrays with nulls take pyarrow's path (nulls read as 0).
+    """
+    n = len(arr)
+    if arr.null_count:
+        return arr.fill_null(False if pa.types.is_boolean(arr.type) else 0).to_numpy(zero_copy_only=False)
+    buf = arr.buffers()[1] if n else None
+    if pa.types.is_boolean(arr.type):
+        if buf is None:
+            return np.zeros(0, dtype=np.bool_)
+        bits = np.frombuffer(buf, dtype=np.uint8)
+        return np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset:].view(np.bool_)
+    dtype = _INT_DTYPES.get(arr.type)
+    if dtype is None:
+        return arr.to_numpy(zero_copy_only=False)
+    if buf is None:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(buf, dtype=dtype, count=n, offset=arr.offset * np.dtype(dtype).itemsize)
+
+
+def _offsets(arr: pa.Array) -> np.ndarray:
+    """The n+1 offsets of a list array (its own slice of the offsets buffer)."""
+    dtype = np.int64 if pa.types.is_large_list(arr.type) else np.int32
+    if arr.buffers()[1] is None:
+        return np.zeros(len(arr) + 1, dtype=dtype)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr) + 1, offset=arr.offset * np.dtype(dtype).itemsize)
+
+
 def _chunk_column(arr: pa.Array) -> ListColumn:
     """One Arrow list chunk as flat numpy; integer values without nulls are zero-copy views."""
-    offsets = arr.offsets.to_numpy().astype(np.int64, copy=False)
+    offsets = _offsets(arr).astype(np.int64, copy=False)
     first, last = int(offsets[0]), int(offsets[-1])
     child = arr.values.slice(first, last - first)
     null_elements = None
     if child.null_count:
-        null_elements = child.is_null().to_numpy(zero_copy_only=False)
+        null_elements = to_numpy(child.is_null())
         child = child.fill_null(False if pa.types.is_boolean(child.type) else 0)
-    values = child.to_numpy(zero_copy_only=False)
-    null_rows = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
+    values = to_numpy(child)
+    null_rows = to_numpy(arr.is_null()) if arr.null_count else None
     return ListColumn(values, offsets - first, null_rows, null_elements)
 
 
@@ -145,11 +232,23 @@ class SavedDataset:
         self.split = split
 
     @cached_property
-    def _tables(self) -> list[pa.Table]:
-        tables = []
+    def _maps(self) -> list[mmap.mmap | None]:
+        """Our own read-only maps of the Arrow files, so their pages can be handed back (``release_pages``)."""
+        maps: list[mmap.mmap | None] = []
         for f in self.files:
             try:
-                source = pa.memory_map(str(f), "r")
+                with open(f, "rb") as fh:
+                    maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if f.stat().st_size else None)
+            except (OSError, ValueError) as exc:
+                raise UsageProblem(f"{f}: cannot be read ({exc}); check the file's permissions") from None
+        return maps
+
+    @cached_property
+    def _tables(self) -> list[pa.Table]:
+        tables = []
+        for f, mm in zip(self.files, self._maps):
+            try:
+                source = pa.py_buffer(mm if mm is not None else b"")
                 try:
                     tables.append(pa.ipc.open_stream(source).read_all())
                 except pa.ArrowInvalid:
@@ -157,6 +256,20 @@ class SavedDataset:
             except (pa.ArrowInvalid, OSError) as exc:
                 raise UsageProblem(f"{f}: not a readable Arrow file ({exc}); re-save the dataset with datasets.save_to_disk") from None
         return tables
+
+    def release_pages(self) -> None:
+        """Unmap the pages read so far from this process (they stay in the page cache).
+
+        File pages a worker has touched count in its RSS until the kernel needs them
+        back; without this a worker that checked every shard shows the whole dataset
+        as resident. With it, RSS stays at one shard's pages plus the worker's own
+        memory. Data already read stays valid: the next access re-faults the page.
+        """
+        if "_maps" not in self.__dict__ or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        for mm in self._maps:
+            if mm is not None:
+                mm.madvise(mmap.MADV_DONTNEED)
 
     @cached_property
     def table(self) -> pa.Table:
@@ -197,7 +310,7 @@ class SavedDataset:
         t = self.schema.field(column).type
         if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
             return None
-        parts = [np.diff(chunk.offsets.to_numpy()) for chunk in self.table.column(column).chunks]
+        parts = [np.diff(_offsets(chunk)) for chunk in self.table.column(column).chunks]
         return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
 
     def column_types(self) -> dict[str, str]:
@@ -230,9 +343,9 @@ class SavedDataset:
             if pa.types.is_integer(col.type):
                 arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
                 if arr.null_count:
-                    nulls = arr.is_null().to_numpy(zero_copy_only=False)
+                    nulls = to_numpy(arr.is_null())
                     arr = arr.fill_null(0)
-                seq_len = arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+                seq_len = to_numpy(arr).astype(np.int64, copy=False)
         return ShardArrays(shard, list_col("input_ids"), list_col("loss_mask"), seq_len, nulls)
 
 
@@ -266,12 +379,12 @@ def open_dataset(path: str | Path, split: str | None = None) -> SavedDataset:
         except (OSError, ValueError, KeyError, TypeError):
             splits = sorted(d.name for d in p.iterdir() if (d / "state.json").is_file())
         if split is None:
-            raise UsageProblem(f"--dataset-path {path}: is a DatasetDict with splits {', '.join(splits)}; choose one with --split NAME")
+            raise UsageProblem(f"--dataset-path {path}: is a DatasetDict with splits {', '.join(splits)}; choose one with --dataset-split NAME")
         if split not in splits:
-            raise UsageProblem(f"--split {split}: not in {path}; its splits are {', '.join(splits)}")
+            raise UsageProblem(f"--dataset-split {split}: not in {path}; its splits are {', '.join(splits)}")
         return SavedDataset(p / split, _arrow_files(p / split), split)
     if split is not None:
-        raise UsageProblem(f"--split {split}: {path} is a single Dataset, not a DatasetDict; drop --split")
+        raise UsageProblem(f"--dataset-split {split}: {path} is a single Dataset, not a DatasetDict; drop --dataset-split")
     if not (p / "state.json").is_file():
         hint = ""
         if any(f.suffix in (".parquet", ".jsonl", ".json") for f in p.iterdir() if f.is_file()):

@@ -19,7 +19,7 @@ import pyarrow as pa
 from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
-from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards
+from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
 from .report.profile import seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult, Violation
 from .spans import chatml
@@ -122,6 +122,7 @@ class Engine:
     _work: ShardWork | None = None
     token_freq_path: Path | None = None  # --token-freq FILE, else token_freq.pt beside the dataset if present
     oracle: SpanOracle | None = None  # the template profile in use and how it was chosen
+    split: tuple[int, int] | None = None  # (K, N): check only the K-th of N shard groups (--split K/N)
 
     def __post_init__(self) -> None:
         if self.vocab is not None and self.profile is None:
@@ -129,9 +130,22 @@ class Engine:
             self.profile = self.oracle.labeller_profile
 
     @cached_property
-    def shards(self) -> list[Shard]:
+    def row_lengths(self) -> np.ndarray | None:
+        return self.dataset.row_lengths()
+
+    @cached_property
+    def all_shards(self) -> list[Shard]:
+        """The whole dataset's shard plan (the same on every machine of a split run)."""
         return plan_shards(self.dataset.num_rows, self.contract.shard_size,
-                           self.dataset.row_lengths(), self.contract.max_shard_tokens)
+                           self.row_lengths, self.contract.max_shard_tokens)
+
+    @cached_property
+    def shards(self) -> list[Shard]:
+        """The shards this run checks: all of them, or the K-th group of N under --split K/N."""
+        if self.split is None:
+            return self.all_shards
+        k, n = self.split
+        return shard_groups(self.all_shards, self.row_lengths, n)[k - 1]
 
     @cached_property
     def column_problems(self) -> dict[str, str]:
@@ -177,6 +191,7 @@ class Engine:
     def work(self, shard: Shard) -> ShardWork:
         if self._work is None or self._work.shard != shard:
             self._work = None  # drop the previous shard's arrays before reading the next
+            self.dataset.release_pages()  # and its file pages from this process's RSS
             self._work = ShardWork(self.dataset, shard, self.contract, self.profile)
         return self._work
 
@@ -245,9 +260,9 @@ class Engine:
         A few unknown ids are a data defect (test_ids_known names the rows); most ids
         unknown means the wrong --tokenizer, which is a usage error, not a data verdict.
         """
-        if self.vocab is None or "input_ids" in self.column_problems or not self.shards:
+        if self.vocab is None or "input_ids" in self.column_problems or not self.all_shards:
             return None
-        ids = self.dataset.read(self.shards[0]).input_ids.values
+        ids = self.dataset.read(self.all_shards[0]).input_ids.values
         if not len(ids):
             return None
         known = self.vocab.known
@@ -255,7 +270,7 @@ class Engine:
         unknown = int(len(ids) - known[ids[inside]].sum())
         if unknown <= 0.01 * len(ids):
             return None
-        return (f"--tokenizer {self.vocab.name}: {unknown:,} of {len(ids):,} ids in {self.shards[0].id} are not its tokens "
+        return (f"--tokenizer {self.vocab.name}: {unknown:,} of {len(ids):,} ids in {self.all_shards[0].id} are not its tokens "
                 f"(largest id {int(ids.max()):,}, tokenizer size {self.vocab.size:,}); pass the tokenizer that produced the dataset")
 
     # --- issue 5: content, drift, token_freq -------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from .config import load_contract, parse_mask_overrides, resolve_contract_path
-from .dataset import Shard, open_dataset
+from .dataset import Shard, open_dataset, parse_split
 from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, replace_in_recorder, warn_excerpts
 from .engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
@@ -24,6 +24,7 @@ from .report import baseline as baseline_mod
 from .report.excerpts import MAX_DECODED, decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.html import write_html
+from .report.merge import raw_record, split_section
 from .report.profile import merged_counts
 from .report.summary import (DETAILS_KEY, RESULT_KEY, STATS_KEY, Recorder, build_summary, terminal_lines,
                              write_summary)
@@ -46,8 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--max-len", metavar="N", type=int, help="largest allowed seq_len (the truncation cap)")
     g.addoption("--min-supervised", metavar="N", type=int, help="fewest supervised tokens a row may have")
     g.addoption("--shard-size", metavar="ROWS", type=int, help="rows per shard (the unit xdist spreads)")
+    g.addoption("--max-shard-tokens", metavar="N", type=int, help="tokens per shard at most (bounds a worker's memory)")
     g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json, report.html and junit.xml go (default: reports/)")
-    g.addoption("--split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
     g.addoption("--mask-policy", metavar="KEY=VALUE", action="append",
                 help="override one [mask] policy key of the contract, repeatable "
                      "(e.g. --mask-policy completeness=all --mask-policy end_of_turn=true)")
@@ -58,6 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--template-profile", metavar="NAME|auto",
                 help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in "
                      "(chatml, phi4, llama3, gemma, mistral, deepseek)")
+    g.addoption("--dataset-split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
+    g.addoption("--split", metavar="K/N", help="check only the K-th of N disjoint shard groups (one machine of N); "
+                "join the N summary.json files with 'drafter-contracts merge-reports'")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -69,6 +73,7 @@ def _overrides(config: pytest.Config) -> dict[str, Any]:
         "max_len": opt("max_len"),
         "min_supervised": opt("min_supervised"),
         "shard_size": opt("shard_size"),
+        "max_shard_tokens": opt("max_shard_tokens"),
         "tokenizer": opt("tokenizer"),
         "mask": parse_mask_overrides(opt("mask_policy")),
         "template_profile": opt("template_profile"),
@@ -87,7 +92,8 @@ def build_engine(config: pytest.Config) -> Engine:
     """Contract, dataset and tokenizer from the command line; raises UsageProblem on bad input."""
     contract_file = resolve_contract_path(config.getoption("contract"))
     contract = load_contract(contract_file, _overrides(config))
-    dataset = open_dataset(config.getoption("dataset_path"), config.getoption("split"))
+    split = parse_split(config.getoption("split")) if config.getoption("split") is not None else None
+    dataset = open_dataset(config.getoption("dataset_path"), config.getoption("dataset_split"))
     _ = dataset.table  # open the Arrow files now: unreadable ones are usage errors, not test errors
     name = _tokenizer_name(contract.tokenizer, contract_file, config.getoption("tokenizer") is not None)
     vocab = load_vocabulary(name) if name else None
@@ -97,7 +103,7 @@ def build_engine(config: pytest.Config) -> Engine:
     report_dir = Path(config.getoption("report_dir")).expanduser().resolve()
     if report_dir == dataset.path.resolve() or dataset.path.resolve() in report_dir.parents:
         raise UsageProblem(f"--report-dir {report_dir}: is inside the dataset folder; the dataset is read-only, choose another folder")
-    engine = Engine(dataset, contract, vocab)
+    engine = Engine(dataset, contract, vocab, split=split)
     token_freq = config.getoption("token_freq")
     if token_freq:
         engine.token_freq_path = Path(token_freq).expanduser()
@@ -254,6 +260,7 @@ class ContractRun:
         self.summary_path: Path | None = None
         self.artifacts: list[str] = []
         self._module_prefix: str | None = None
+        self.raw: list[dict[str, Any]] = []  # what merge-reports replays (see report/merge.py)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -263,6 +270,7 @@ class ContractRun:
                 reason = str(report.longrepr[2]).removeprefix("Skipped: ")
             self.recorder.add(report.nodeid, report.outcome, dict(report.user_properties), reason,
                               float(getattr(report, "duration", 0.0) or 0.0))
+            self.raw.append(raw_record(report.nodeid, report.outcome, dict(report.user_properties), reason))
             if self._module_prefix is None and "::" in report.nodeid:
                 self._module_prefix = report.nodeid.split("::", 1)[0]
         # Per-shard stats are for summary.json; keep them out of junit.xml properties.
@@ -346,11 +354,14 @@ class ContractRun:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         engine = self.engine
         meta = self._meta()
+        if engine.oracle is not None:
+            meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
         if self.baseline is not None:
             self._baseline_check(session, meta)
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
                                      DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k)
+        self.summary.update(split_section(engine, self.raw))
         for name, c in self.summary["checks"].items():
             for ex in c["examples"]:
                 ex.setdefault("check", name)
@@ -369,21 +380,6 @@ class ContractRun:
                 self.artifacts.append(f"{self.save_baseline} (baseline saved{note})")
             else:
                 self.artifacts.append(f"{self.save_baseline} NOT saved: stats cover only part of the shards")
-        engine, vocab = self.engine, self.engine.vocab
-        meta = {
-            "dataset": {"path": str(engine.dataset.path), "split": engine.dataset.split,
-                        "num_rows": engine.dataset.num_rows, "files": [f.name for f in engine.dataset.files],
-                        "fingerprint": engine.dataset.fingerprint(), "columns": engine.dataset.column_types()},
-            "contract": engine.contract.to_dict(),
-            "tokenizer": {"name": vocab.name if vocab else None, "fingerprint": vocab.fingerprint if vocab else None,
-                          "size": vocab.size if vocab else None},
-            "timing": {"wall_seconds": round(time.time() - self.started, 3)},
-        }
-        if engine.oracle is not None:
-            meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
-        self.summary = build_summary(meta, self.recorder, len(engine.shards), int(exitstatus),
-                                     DATASET_CHECKS + ROW_CHECKS)
-        self.summary_path = write_summary(self.summary, Path(session.config.getoption("report_dir")).expanduser())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:
@@ -395,3 +391,8 @@ class ContractRun:
             terminalreporter.line(line)
         for path in self.artifacts:
             terminalreporter.line(f"report: {path}")
+        split = self.summary.get("split", {})
+        if split.get("n", 1) > 1:
+            terminalreporter.line(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} shards, "
+                                  f"{self.summary['figures']['rows']:,} rows; join all parts with "
+                                  "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")

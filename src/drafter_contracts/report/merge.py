@@ -1,0 +1,186 @@
+"""Join the summary.json files of a ``--split K/N`` run into one verdict and one summary.
+
+Each part writes, beside its own verdict, the raw material the verdict was built
+from: every test report it recorded (``raw.records``) and each shard's stats
+(``raw.stats``). Merging replays that material through the very ``Recorder`` and
+``build_summary`` that build a single-machine summary, so every figure and every
+field a later version adds to them merges the same way, and a merged summary equals
+the summary of one machine checking everything (timings and paths aside).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageProblem
+from .summary import STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
+
+_SHARD_IN_NODEID = re.compile(r"\[shard-(\d+)\[")
+#: Top-level keys that are recomputed by the merge rather than copied from part 1.
+_REBUILT = {"schema_version", "exit_status", "figures", "checks", "split", "raw", "timing"}
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def raw_record(nodeid: str, outcome: str, props: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    """One recorded test report in replayable form (what ``Recorder.add`` was given)."""
+    m = _SHARD_IN_NODEID.search(nodeid)
+    return {"nodeid": nodeid, "outcome": outcome, "reason": reason,
+            "shard": int(m.group(1)) if m else None,
+            "props": {k: v for k, v in props.items() if _jsonable(v)}}
+
+
+def split_section(engine: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``split`` and ``raw`` blocks of summary.json (a run without --split is part 1 of 1)."""
+    from ..dataset import plan_identity
+
+    k, n = engine.split or (1, 1)
+    stats: dict[str, Any] = {}
+    slim = []
+    for r in records:
+        props = dict(r["props"])
+        s = props.pop(STATS_KEY, None)
+        if r["shard"] is not None and s is not None:
+            stats[str(r["shard"])] = s
+        slim.append({**r, "props": props})
+    return {
+        "split": {"k": k, "n": n, "shards_total": len(engine.all_shards),
+                  "shards": [s.index for s in engine.shards],
+                  "rows": [[s.start, s.stop] for s in engine.shards],
+                  "plan": plan_identity(engine.all_shards, engine.dataset)},
+        "raw": {"records": slim, "stats": stats},
+    }
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageProblem(f"{path}: not a readable summary.json ({exc})") from None
+    if not isinstance(doc, dict) or "split" not in doc or "raw" not in doc:
+        raise UsageProblem(f"{path}: has no split/raw section (written by an older drafter-contracts?); "
+                           "rerun that part with this version")
+    return doc
+
+
+def _contract_key(doc: dict[str, Any]) -> dict[str, Any]:
+    """The contract as it judges data; where its file lived differs between machines."""
+    return {k: v for k, v in doc.get("contract", {}).items() if k not in ("source", "path")}
+
+
+def _validate(parts: list[tuple[Path, dict[str, Any]]]) -> int:
+    """Refuse anything but the N disjoint parts of one run; returns N."""
+    first_path, first = parts[0]
+    n = first["split"]["n"]
+    seen: dict[int, Path] = {}
+    for path, doc in parts:
+        sp = doc["split"]
+        if sp["n"] != n:
+            raise UsageProblem(f"{path}: is part {sp['k']}/{sp['n']} but {first_path} is part of {n}; "
+                               "merge the parts of one --split run")
+        if sp["k"] in seen:
+            raise UsageProblem(f"{path} and {seen[sp['k']]}: both are part {sp['k']}/{n} (overlapping splits); "
+                               "pass each part once")
+        seen[sp["k"]] = path
+        for what, mine, theirs in (
+                ("dataset (files, sizes, rows, shard plan)", sp["plan"], first["split"]["plan"]),
+                ("contract", _contract_key(doc), _contract_key(first)),
+                ("tokenizer", doc.get("tokenizer", {}).get("fingerprint"), first.get("tokenizer", {}).get("fingerprint"))):
+            if mine != theirs:
+                raise UsageProblem(f"{path}: its {what} differs from {first_path}'s; "
+                                   "merge only parts run on the same dataset with the same contract and tokenizer")
+        if doc.get("exit_status") not in (0, 1):
+            raise UsageProblem(f"{path}: that part ended with exit status {doc.get('exit_status')} "
+                               "(interrupted, internal or usage error), so its verdict is incomplete; rerun it")
+    missing = sorted(set(range(1, n + 1)) - set(seen))
+    if missing:
+        raise UsageProblem(f"parts {', '.join(f'{k}/{n}' for k in missing)} missing: merge needs all {n} summaries")
+    covered: dict[int, int] = {}
+    for path, doc in parts:
+        for idx in doc["split"]["shards"]:
+            if idx in covered:
+                raise UsageProblem(f"{path}: shard {idx} is also in part {covered[idx]}/{n}; the parts overlap")
+            covered[idx] = doc["split"]["k"]
+    if len(covered) != first["split"]["shards_total"]:
+        raise UsageProblem(f"the parts cover {len(covered)} of {first['split']['shards_total']} shards; "
+                           "a part was run with other options (--shard-size?)")
+    return n
+
+
+def merge_summaries(paths: list[Path]) -> dict[str, Any]:
+    """The merged summary document; raises UsageProblem for parts that do not make one run."""
+    if not paths:
+        raise UsageProblem("merge-reports: no summary.json given")
+    parts = sorted(((Path(p), _load(Path(p))) for p in paths), key=lambda pd: pd[1]["split"]["k"])
+    n = _validate(parts)
+    recorder = Recorder()
+    once: dict[str, tuple[str, Path]] = {}  # dataset-level tests run in every part: count them once
+    kept: list[dict[str, Any]] = []
+    for path, doc in parts:
+        stats = doc["raw"]["stats"]
+        for r in doc["raw"]["records"]:
+            if r["shard"] is None:
+                if r["nodeid"] in once:
+                    if once[r["nodeid"]][0] != r["outcome"]:
+                        raise UsageProblem(f"{path}: {r['nodeid']} {r['outcome']} but {once[r['nodeid']][0]} in "
+                                           f"{once[r['nodeid']][1]}; the parts were not run with the same options")
+                    continue
+                once[r["nodeid"]] = (r["outcome"], path)
+            kept.append(r)
+            props = dict(r["props"])
+            if r["shard"] is not None and str(r["shard"]) in stats:
+                props[STATS_KEY] = stats[str(r["shard"])]
+            recorder.add(r["nodeid"], r["outcome"], props, r["reason"])
+    first = parts[0][1]
+    order = tuple(dict.fromkeys(name for _, doc in parts for name in doc.get("checks", {})))
+    meta = {k: v for k, v in first.items() if k not in _REBUILT}
+    meta["timing"] = {"wall_seconds": max(d.get("timing", {}).get("wall_seconds", 0) for _, d in parts),
+                      "parts": [{"k": d["split"]["k"], **d.get("timing", {})} for _, d in parts]}
+    meta["merged_from"] = [{"k": d["split"]["k"], "n": n, "summary": str(p), "dataset_path": d["dataset"]["path"]}
+                           for p, d in parts]
+    total = first["split"]["shards_total"]
+    summary = build_summary(meta, recorder, total, 0, order)
+    summary["exit_status"] = 1 if any(c["verdict"] == "fail" for c in summary["checks"].values()) else 0
+    summary["split"] = {"k": 1, "n": 1, "merged_parts": n, "shards_total": total,
+                        "shards": sorted(i for _, d in parts for i in d["split"]["shards"]),
+                        "rows": sorted(r for _, d in parts for r in d["split"]["rows"]),
+                        "plan": first["split"]["plan"]}
+    summary["raw"] = {"records": kept,
+                      "stats": {k: v for _, d in parts for k, v in d["raw"]["stats"].items()}}
+    return summary
+
+
+def _write_html(summary: dict[str, Any], out_dir: Path) -> Path | None:
+    """Hook for report.html: used when the HTML renderer module (report/html.py) provides ``write_html``."""
+    try:
+        from . import html  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    writer = getattr(html, "write_html", None)
+    return writer(summary, out_dir) if writer else None
+
+
+def merge_reports(out_dir: Path, paths: list[Path], echo=print) -> int:
+    """The ``merge-reports`` command: 0 all contracts hold, 1 a contract is violated, 4 the parts do not fit."""
+    try:
+        summary = merge_summaries(paths)
+    except UsageProblem as exc:
+        echo(f"merge-reports: error: {exc}")
+        return 4
+    target = write_summary(summary, Path(out_dir))
+    for line in terminal_lines(summary):
+        echo(line)
+    echo(f"merged {summary['split']['merged_parts']} parts -> {target}")
+    html = _write_html(summary, Path(out_dir))
+    if html is not None:
+        echo(f"report: {html}")
+    return summary["exit_status"]

@@ -1,0 +1,124 @@
+"""The benchmark's code at a tiny scale: the generator's rows are clean and realistic, the measurements add up.
+
+No timing is asserted here (the machine is shared); ``benchmarks/run.py`` takes those.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def fullscale():
+    return _load("fullscale")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _load("run")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory, fullscale):
+    root = tmp_path_factory.mktemp("bench")
+    return fullscale.dataset_dir(1500, 7, root, log=lambda *_: None)
+
+
+def _rows(path: Path) -> tuple[list[list[int]], list[list[bool]], list[int]]:
+    from datasets import load_from_disk
+
+    ds = load_from_disk(str(path))
+    return ds["input_ids"], ds["loss_mask"], ds["seq_len"]
+
+
+def test_rows_are_reworded_bank_rows(fullscale, small):
+    bank = fullscale.load_bank()
+    table = fullscale.chunk_table(bank, 300, 7, 0)
+    ids = table.column("input_ids").combine_chunks()
+    lengths = np.diff(ids.offsets.to_numpy())
+    assert (table.column("seq_len").to_numpy() == lengths).all()
+    # Same pick as chunk_table: each row has a bank row's length, mask, and its ids outside re-worded words.
+    pick = bank.usable[np.random.default_rng([7, 0]).integers(0, len(bank.usable), size=300)]
+    assert (lengths == bank.lengths[pick]).all()
+    flat = ids.values.to_numpy()
+    src = np.concatenate([np.arange(bank.offsets[p], bank.offsets[p + 1]) for p in pick])
+    mask = table.column("loss_mask").combine_chunks().values.to_numpy(zero_copy_only=False)
+    assert (mask == bank.mask[src]).all()
+    same = flat == bank.ids[src]
+    assert same[~bank.replaceable[src]].all()
+    assert (~same[bank.replaceable[src]]).mean() > 0.9  # words really change
+    assert bank.replaceable[src].mean() > 0.3  # and most of the text is words
+
+
+def test_rows_decode_and_reencode_to_the_same_ids(small):
+    from drafter_contracts.fixtures.generate import load_tokenizer
+
+    tok = load_tokenizer()
+    ids, _, _ = _rows(small)
+    for row in ids[:150]:
+        assert tok(tok.decode(row), add_special_tokens=False)["input_ids"] == row
+
+
+def test_shape_and_no_duplicates(fullscale, small):
+    shape = fullscale.describe(small)
+    assert shape["rows"] == 1500 and shape["seq_len_max"] <= 4096 and shape["seq_len_min"] >= 17
+    assert 250 < shape["seq_len_mean"] < 450
+    ids, _, _ = _rows(small)
+    assert len({tuple(r) for r in ids}) == len(ids)
+    files = sorted(p.name for p in small.glob("data-*.arrow"))
+    assert files == ["data-00000-of-00001.arrow"] and (small / "state.json").is_file()
+
+
+def test_floor_and_naive_loop_see_every_row(bench, small):
+    ids, mask, seq_len = _rows(small)
+    floor = bench.floor_seconds(small, repeats=2)
+    assert floor["rows"] == len(ids) and floor["tokens"] == sum(seq_len)
+    assert floor["supervised"] == sum(sum(m) for m in mask)
+    assert floor["min_id"] == min(min(r) for r in ids) and floor["max_id"] == max(max(r) for r in ids)
+    naive = bench.naive_loop(small, 1000)
+    assert naive["violations"] == 0 and naive["sample_rows"] == 1000 and naive["extrapolated_s"] > 0
+
+
+def test_suite_run_passes_and_reports_memory(bench, small, tmp_path):
+    run = bench.suite_run(small, 1500, 0, tmp_path / "r")
+    assert run["exit_status"] == 0 and run["verdicts"] == ["pass"], run
+    assert run["tokens"] == bench.floor_seconds(small, 1)["tokens"]
+    assert run["peak_rss_per_worker_mb"] and min(run["peak_rss_per_worker_mb"]) > 50
+    assert 0 < max(run["peak_anon_per_worker_mb"]) <= max(run["peak_rss_per_worker_mb"])
+
+
+def test_ratios_and_table(bench):
+    def r(wall, rss=800, anon=300):
+        return {"wall_s": wall, "peak_rss_per_worker_mb": [rss, rss], "peak_anon_per_worker_mb": [anon, anon]}
+
+    res = {"floor": {"seconds": 0.5}, "naive": {"extrapolated_s": 400.0}, "fixed_run": "rows1000_n2",
+           "suite": {"full_n2": r(7.0), "full_n1": r(13.0), "rows1000_n2": r(5.0, 300, 100), "rows100000_n2": r(6.0)}}
+    q = bench.ratios(res)
+    assert q["marginal_over_floor"] == 4.0 and q["n1_over_n2"] == 1.86 and q["naive_over_suite"] == 57.1
+    assert q["meets"] == {"marginal_over_floor": True, "n1_over_n2": True, "fixed_overhead_s": True,
+                          "peak_rss_per_worker_gb": True, "naive_over_suite": True}
+    res["suite"]["full_n2"] = r(9.0, 2000)
+    q = bench.ratios(res)
+    assert not q["meets"]["marginal_over_floor"] and not q["meets"]["peak_rss_per_worker_gb"]
+    res["ratios"] = q
+    text = bench.table(res)
+    assert "NO" in text and "rows100000 300" in text

@@ -1,0 +1,120 @@
+"""merge-reports: three --split parts of a dataset with violations merge into the one-machine verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from drafter_contracts.fixtures.mutants import MUTANTS
+from drafter_contracts.report.merge import merge_reports
+
+ROWS = 2000
+N = 3
+
+
+def run(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    cwd.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--report-dir=reports", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    f = cwd / "reports" / "summary.json"
+    return proc, (json.loads(f.read_text()) if f.is_file() else None)
+
+
+@pytest.fixture(scope="module")
+def violating(tmp_path_factory, clean_dataset):
+    """The clean fixture with three mutants applied on top of each other (rows in several shards)."""
+    root = tmp_path_factory.mktemp("violating")
+    src, rows = clean_dataset, []
+    for name in ("mask_user_text", "lengths_seq_len_off", "unknown_id"):
+        m = MUTANTS[name](src, root / name, 0)
+        rows += m.rows
+        src = root / name
+    return src, sorted(set(rows))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, violating, tokenizer_dir):
+    data, _ = violating
+    root = tmp_path_factory.mktemp("split-runs")
+    common = (f"--dataset-path={data}", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}", "--shard-size=300")
+    out = {"single": run(root / "single", *common, "-n", "0")}
+    for k in range(1, N + 1):
+        workers = ("-n", "2") if k == 2 else ("-n", "0")  # one part spread over xdist workers too
+        out[k] = run(root / f"part{k}", *common, f"--split={k}/{N}", *workers)
+    return root, out
+
+
+def _parts(root: Path) -> list[Path]:
+    return [root / f"part{k}" / "reports" / "summary.json" for k in range(1, N + 1)]
+
+
+def test_parts_cover_every_row_exactly_once(runs):
+    _, out = runs
+    ranges = []
+    for k in range(1, N + 1):
+        proc, summary = out[k]
+        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+        assert (summary["split"]["k"], summary["split"]["n"]) == (k, N)
+        assert summary["split"]["shards"], f"part {k} checked no shard"
+        ranges += [tuple(r) for r in summary["split"]["rows"]]
+        assert summary["figures"]["rows"] == sum(b - a for a, b in summary["split"]["rows"])
+    ranges.sort()
+    assert ranges[0][0] == 0 and ranges[-1][1] == ROWS
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), ranges  # no gap, no overlap
+    assert sum(out[k][1]["figures"]["rows"] for k in range(1, N + 1)) == ROWS
+
+
+def test_merged_verdict_equals_single_machine_verdict(runs, violating, tmp_path):
+    root, out = runs
+    _, mutated_rows = violating
+    single_proc, single = out["single"]
+    assert single_proc.returncode == 1, single_proc.stdout[-3000:]
+    proc = subprocess.run([sys.executable, "-m", "drafter_contracts", "merge-reports", str(tmp_path / "merged"),
+                           *map(str, _parts(root))], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == single["exit_status"] == 1, proc.stdout + proc.stderr
+    merged = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert merged["checks"] == single["checks"]
+    assert merged["figures"] == single["figures"]
+    failing = {name for name, c in merged["checks"].items() if c["verdict"] == "fail"}
+    assert failing == {"lengths_agree", "ids_known", "mask_on_assistant_spans"}, failing
+    example_rows = {e["row"] for c in merged["checks"].values() for e in c["examples"]}
+    assert set(mutated_rows) <= example_rows
+    assert merged["split"]["merged_parts"] == N and merged["split"]["shards"] == list(range(merged["split"]["shards_total"]))
+    assert "FAIL mask_on_assistant_spans" in proc.stdout and "merged 3 parts" in proc.stdout
+
+
+def test_merge_refuses_parts_that_do_not_make_one_run(runs, clean_dataset, tokenizer_dir, tmp_path):
+    root, _ = runs
+    p1, p2, p3 = _parts(root)
+    common = (f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}", "--shard-size=300", "-n", "0")
+    _, other_data = run(tmp_path / "clean3", f"--dataset-path={clean_dataset}", *common, f"--split=3/{N}")
+    other_data_path = tmp_path / "clean3" / "reports" / "summary.json"
+    data = json.loads(p1.read_text())["dataset"]["path"]
+    _, other_contract = run(tmp_path / "minlen3", f"--dataset-path={data}", *common, "--min-len=11", f"--split=3/{N}")
+    other_contract_path = tmp_path / "minlen3" / "reports" / "summary.json"
+    assert other_data and other_contract
+    cases = {
+        "overlap": ([p1, p2, p3, p2], "both are part 2/3"),
+        "incomplete": ([p1, p2], "parts 3/3 missing"),
+        "other dataset": ([p1, p2, other_data_path], "dataset (files, sizes, rows, shard plan) differs"),
+        "other contract": ([p1, p2, other_contract_path], "contract differs"),
+    }
+    for case, (paths, fragment) in cases.items():
+        lines: list[str] = []
+        status = merge_reports(tmp_path / f"out-{case.replace(' ', '-')}", paths, echo=lines.append)
+        assert status == 4, (case, lines)
+        assert len(lines) == 1 and fragment in lines[0], (case, lines)
+        assert not (tmp_path / f"out-{case.replace(' ', '-')}" / "summary.json").exists()
+
+
+def test_bad_split_option_is_a_usage_error(clean_dataset, tmp_path):
+    proc, _ = run(tmp_path, f"--dataset-path={clean_dataset}", "--split=train", "-n", "0")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 4 and "Traceback" not in output
+    errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "--dataset-split NAME" in errors[0], output
