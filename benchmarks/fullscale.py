@@ -191,8 +191,6 @@ def dataset_dir(rows: int = FULL_ROWS, seed: int = 0, root: Path | None = None, 
 
 def describe(path: Path) -> dict:
     """Shape figures of a built dataset, from its offsets only."""
-    import pyarrow.compute as pc
-
     from drafter_contracts.dataset import open_dataset
 
     ds = open_dataset(path)

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
