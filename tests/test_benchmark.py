@@ -99,7 +99,7 @@ def test_floor_and_naive_loop_see_every_row(bench, small):
 
 def test_suite_run_passes_and_reports_memory(bench, small, tmp_path):
     run = bench.suite_run(small, 1500, 0, tmp_path / "r")
-    assert run["exit_status"] == 0 and run["verdicts"] == ["pass"], run
+    assert run["exit_status"] == 0 and "fail" not in run["verdicts"] and "pass" in run["verdicts"], run
     assert run["tokens"] == bench.floor_seconds(small, 1)["tokens"]
     assert run["peak_rss_per_worker_mb"] and min(run["peak_rss_per_worker_mb"]) > 50
     assert 0 < max(run["peak_anon_per_worker_mb"]) <= max(run["peak_rss_per_worker_mb"])

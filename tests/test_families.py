@@ -19,6 +19,7 @@ import pytest
 from drafter_contracts.checks.spans import disallowed_supervision
 from drafter_contracts.config import MaskPolicy
 from drafter_contracts.dataset import Shard, open_dataset
+from drafter_contracts.engine import CONTENT_CHECKS
 from drafter_contracts.fixtures.families import (ALL_FAMILIES, MUTANT_KINDS, family_dataset_dir,
                                                  family_mutant_dataset_dir, family_tokenizer_dir,
                                                  write_rendered_dataset)
@@ -80,7 +81,9 @@ def test_clean_family_dataset_passes_the_whole_suite(pytester, family):
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
     verdicts = {k: c["verdict"] for k, c in summary["checks"].items()}
     assert result.ret == 0, verdicts
-    assert set(verdicts.values()) == {"pass"}
+    # content contracts only warn and token_freq.pt is optional; every other contract passes
+    assert "fail" not in verdicts.values()
+    assert {k for k, v in verdicts.items() if v != "pass"} <= {*CONTENT_CHECKS, "token_freq"}, verdicts
     assert summary["tokenizer"]["template_profile"]["name"] == family
     roles = summary["figures"].get("role_tokens") or {}
     if roles:

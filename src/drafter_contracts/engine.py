@@ -229,10 +229,10 @@ class Engine:
             "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
             "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
             "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(
-                w.view, a, w.labels, self.contract, self.profile.newline_lead if self.profile is not None else None),
+                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None),
             # mask policy: completeness (skips with its reason when the contract says completeness = "off")
             "mask_covers_assistant_spans": lambda: spans.check_mask_covers_assistant_spans(
-                w.view, a, w.labels, self.contract, self.profile.newline_lead if self.profile is not None else None),
+                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None),
             "duplicate_rows": lambda: CheckResult("duplicate_rows", a.shard.id, rows_checked=len(w.view.rows),
                                                   report_only=not self.contract.content.strict),
             "placeholder_replies": lambda: content.check_placeholder_replies(w.view, a, w.labels, self.reply_tables,
@@ -291,15 +291,14 @@ class Engine:
     @cached_property
     def reply_tables(self) -> content.ReplyTables:
         vocab, profile = self.vocab, self.profile
-        assistant = np.zeros(vocab.size, dtype=bool)
-        assistant[profile.role_of_id == Role.ASSISTANT] = True
-        blank = profile.newline_lead.copy()
-        markers = np.array([i for pair in (profile.think,) if pair for i in pair], dtype=np.int64)
+        blank = vocab.newline_lead.copy()
+        think = profile.think if isinstance(profile, chatml.ChatMLProfile) else getattr(profile.profile, "reasoning", None)
+        markers = np.array([i for pair in (think,) if pair for i in pair if i is not None], dtype=np.int64)
         encoded = content.placeholder_ids(vocab, (*self.contract.content.placeholder_replies, " "))
         if len(encoded[" "]) == 1:
             blank[encoded[" "][0]] = True
         placeholders = tuple((text, np.array(encoded[text], dtype=np.int64)) for text in self.contract.content.placeholder_replies)
-        return content.ReplyTables(profile.start, assistant, blank, markers, placeholders)
+        return content.ReplyTables(blank, markers, placeholders)
 
     def _token_freq(self) -> CheckResult:
         path = self.token_freq_path
@@ -312,6 +311,10 @@ class Engine:
         if "input_ids" in self.column_problems or "loss_mask" in self.column_problems:
             return CheckResult("token_freq", "dataset", skipped=self.column_problems.get(
                 "input_ids", self.column_problems.get("loss_mask")))
+        if self.split is not None and self.split[1] > 1:
+            return CheckResult("token_freq", "dataset", skipped=(
+                f"--split {self.split[0]}/{self.split[1]}: token_freq.pt counts the whole dataset; check it in a run "
+                "without --split (the merged summary.json holds the exact supervised_id_counts to compare)"))
         stored, problem = token_freq.load_token_freq(path)
         if stored is None:
             return CheckResult("token_freq", "dataset", message=problem)
@@ -331,7 +334,9 @@ class Engine:
                                skipped="[drift] sample_rows = 0 in the contract: tokenizer drift is not checked")
         if "input_ids" in self.column_problems:
             return CheckResult("tokenizer_drift", "dataset", skipped=self.column_problems["input_ids"])
-        k = drift.rows_per_shard(self.contract.drift.sample_rows, len(self.shards))
+        # Rows per shard from the whole plan, drawn from this part's shards: the parts of a
+        # --split run sample exactly the rows one machine would have.
+        k = drift.rows_per_shard(self.contract.drift.sample_rows, len(self.all_shards))
         picked = drift.global_sample(self.shards, k, self.contract.drift.seed)
         part = self.dataset.table.take(picked)
         a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),

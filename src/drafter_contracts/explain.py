@@ -185,7 +185,7 @@ def explain_row(check: str, row: int, position: int, reason: str, engine) -> Row
         sizes = f"len(input_ids) {len(ids)}, len(loss_mask) {'n/a' if mask is None else len(mask)}, seq_len {seq_len}"
     profile = engine.profile
     labels = _labels(ids, profile, engine.contract.max_len)
-    newline_lead = profile.newline_lead if profile is not None else None
+    newline_lead = engine.vocab.newline_lead if engine.vocab is not None else None
     off = offending_tokens(check, ids, mask, labels, engine.contract, newline_lead)
     # A row without enough supervision is best shown by its end, where the reply is.
     shown_at = -2 if position < 0 and check == "min_supervised" else position

@@ -362,9 +362,6 @@ class ContractRun:
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
                                      DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k)
         self.summary.update(split_section(engine, self.raw))
-        for name, c in self.summary["checks"].items():
-            for ex in c["examples"]:
-                ex.setdefault("check", name)
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()
         self.summary_path = write_summary(self.summary, report_dir)

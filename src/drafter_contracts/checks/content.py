@@ -20,6 +20,7 @@ from ..config import Contract
 from ..dataset import ShardArrays
 from ..results import CheckResult, row_result
 from ..spans.labels import ASSISTANT_PARTS, Labels, Role
+from . import policy
 from .view import RowView
 
 CONTENT_CHECKS = ("duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors")
@@ -29,8 +30,6 @@ CONTENT_CHECKS = ("duplicate_rows", "placeholder_replies", "cut_mid_reply", "sho
 class ReplyTables:
     """Token facts the reply checks need, resolved once per tokenizer."""
 
-    start: int  # <|im_start|>
-    assistant_role: np.ndarray  # bool per id: the token after <|im_start|> opens an assistant turn
     blank: np.ndarray  # bool per id: whitespace tokens that do not count as reply text
     markers: np.ndarray  # ids that frame a reply without being text (<think>, </think>)
     placeholders: tuple[tuple[str, np.ndarray], ...]  # (text, token ids)
@@ -84,23 +83,15 @@ def placeholder_ids(vocab, texts: tuple[str, ...]) -> dict[str, list[int]]:
     return {t: cached[t] for t in texts}
 
 
-def assistant_turns(view: RowView, labels: Labels, tables: ReplyTables) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of assistant turn openers, and for each token the assistant turn it belongs to (-1: none).
+def assistant_turns(view: RowView, labels: Labels) -> tuple[np.ndarray, np.ndarray]:
+    """First token of each assistant turn, and for each token the assistant turn it belongs to (-1: none).
 
-    A token belongs to the last opener at or before it; only tokens the span oracle
-    labels as assistant parts are assigned, so text of other turns never counts.
+    Turns come from the span labels alone (runs of assistant roles, see
+    ``checks.policy``), so the same code serves every template family.
     """
-    ids = view.ids
-    n = len(ids)
-    starts = np.flatnonzero(ids == tables.start)
-    nxt = np.minimum(starts + 1, max(n - 1, 0))
-    same_row = np.searchsorted(view.offsets, starts, side="right") == np.searchsorted(view.offsets, nxt, side="right")
-    ok = same_row & (starts + 1 < n)
-    a_starts = starts[ok & tables.assistant_role[np.clip(ids[nxt], 0, len(tables.assistant_role) - 1)]]
-    opens = np.zeros(n, dtype=np.int32)
-    opens[a_starts] = 1
-    turn = np.cumsum(opens, dtype=np.int32) - 1
-    return a_starts, np.where(_role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)[labels.role], turn, -1)
+    turns = policy.assistant_turns(labels.role, view.offsets)
+    body = _role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)[labels.role]
+    return turns.starts, np.where(body, turns.index, -1)
 
 
 def _role_lut(*roles: Role) -> np.ndarray:
@@ -119,7 +110,7 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     the row's end are left to ``cut_mid_reply``.
     """
     ids, role = view.ids, labels.role
-    a_starts, turn = assistant_turns(view, labels, tables)
+    a_starts, turn = assistant_turns(view, labels)
     nt = len(a_starts)
     safe = np.clip(ids, 0, len(tables.blank) - 1)
     text = (turn >= 0) & _role_lut(*ASSISTANT_PARTS)[role] & ~labels.boundary & ~tables.blank[safe]

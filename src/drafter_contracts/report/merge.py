@@ -1,8 +1,9 @@
 """Join the summary.json files of a ``--split K/N`` run into one verdict and one summary.
 
 Each part writes, beside its own verdict, the raw material the verdict was built
-from: every test report it recorded (``raw.records``) and each shard's stats
-(``raw.stats``). Merging replays that material through the very ``Recorder`` and
+from: every test report it recorded (``raw.records``), each shard's stats (``shards``)
+and the part's supervised-id counts (``supervised_id_counts``, a sum of per-shard
+counts, so the parts' sums add up exactly). Merging replays that material through the very ``Recorder`` and
 ``build_summary`` that build a single-machine summary, so every figure and every
 field a later version adds to them merges the same way, and a merged summary equals
 the summary of one machine checking everything (timings and paths aside).
@@ -10,15 +11,20 @@ the summary of one machine checking everything (timings and paths aside).
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageProblem
+from .html import write_html
 from .summary import STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
 
 _SHARD_IN_NODEID = re.compile(r"\[shard-(\d+)\[")
+#: Dataset-level checks whose result covers only the part's own shards (a sample drawn per shard):
+#: every part's record counts, where other dataset-level checks (metadata) count once.
+PER_PART_CHECKS = {"tokenizer_drift"}
 #: Top-level keys that are recomputed by the merge rather than copied from part 1.
 _REBUILT = {"schema_version", "exit_status", "figures", "checks", "split", "raw", "timing"}
 
@@ -44,20 +50,16 @@ def split_section(engine: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
     from ..dataset import plan_identity
 
     k, n = engine.split or (1, 1)
-    stats: dict[str, Any] = {}
-    slim = []
-    for r in records:
-        props = dict(r["props"])
-        s = props.pop(STATS_KEY, None)
-        if r["shard"] is not None and s is not None:
-            stats[str(r["shard"])] = s
-        slim.append({**r, "props": props})
+    # Shard stats are in the summary's own ``shards`` section already: keep them out of the records.
+    # Deep copies: the summary later adds decoded excerpts to its examples, which the records must not carry.
+    slim = [{**r, "props": copy.deepcopy({key: v for key, v in r["props"].items() if key != STATS_KEY})}
+            for r in records]
     return {
         "split": {"k": k, "n": n, "shards_total": len(engine.all_shards),
                   "shards": [s.index for s in engine.shards],
                   "rows": [[s.start, s.stop] for s in engine.shards],
                   "plan": plan_identity(engine.all_shards, engine.dataset)},
-        "raw": {"records": slim, "stats": stats},
+        "raw": {"records": slim},
     }
 
 
@@ -66,7 +68,7 @@ def _load(path: Path) -> dict[str, Any]:
         doc = json.loads(Path(path).read_text("utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageProblem(f"{path}: not a readable summary.json ({exc})") from None
-    if not isinstance(doc, dict) or "split" not in doc or "raw" not in doc:
+    if not isinstance(doc, dict) or "split" not in doc or "raw" not in doc or "shards" not in doc:
         raise UsageProblem(f"{path}: has no split/raw section (written by an older drafter-contracts?); "
                            "rerun that part with this version")
     return doc
@@ -126,9 +128,9 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
     once: dict[str, tuple[str, Path]] = {}  # dataset-level tests run in every part: count them once
     kept: list[dict[str, Any]] = []
     for path, doc in parts:
-        stats = doc["raw"]["stats"]
+        stats = _part_stats(doc)
         for r in doc["raw"]["records"]:
-            if r["shard"] is None:
+            if r["shard"] is None and r["nodeid"].rsplit("::", 1)[-1].removeprefix("test_") not in PER_PART_CHECKS:
                 if r["nodeid"] in once:
                     if once[r["nodeid"]][0] != r["outcome"]:
                         raise UsageProblem(f"{path}: {r['nodeid']} {r['outcome']} but {once[r['nodeid']][0]} in "
@@ -149,24 +151,72 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
                            for p, d in parts]
     total = first["split"]["shards_total"]
     summary = build_summary(meta, recorder, total, 0, order)
-    summary["exit_status"] = 1 if any(c["verdict"] == "fail" for c in summary["checks"].values()) else 0
     summary["split"] = {"k": 1, "n": 1, "merged_parts": n, "shards_total": total,
                         "shards": sorted(i for _, d in parts for i in d["split"]["shards"]),
                         "rows": sorted(r for _, d in parts for r in d["split"]["rows"]),
                         "plan": first["split"]["plan"]}
-    summary["raw"] = {"records": kept,
-                      "stats": {k: v for _, d in parts for k, v in d["raw"]["stats"].items()}}
+    _merge_global_checks(summary, parts)
+    _carry_excerpts(summary, parts)
+    summary["exit_status"] = 1 if any(c["verdict"] == "fail" for c in summary["checks"].values()) else 0
+    summary["raw"] = {"records": kept}
     return summary
 
 
-def _write_html(summary: dict[str, Any], out_dir: Path) -> Path | None:
-    """Hook for report.html: used when the HTML renderer module (report/html.py) provides ``write_html``."""
-    try:
-        from . import html  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    writer = getattr(html, "write_html", None)
-    return writer(summary, out_dir) if writer else None
+def _part_stats(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A part's per-shard stats by shard index, its supervised-id counts riding on its first shard.
+
+    The counts are summed over the part's shards already; attaching the sum to one shard
+    keeps the merged total exact while storing each part's counts only once.
+    """
+    stats = {str(s["shard"]): dict(s) for s in doc["shards"]}
+    if stats and doc.get("supervised_id_counts") is not None:
+        stats[min(stats, key=int)]["supervised_id_counts"] = doc["supervised_id_counts"]
+    return stats
+
+
+def _carry_excerpts(summary: dict[str, Any], parts: list[tuple[Path, dict[str, Any]]]) -> None:
+    """Decoded excerpts come from the parts (the merge has no dataset to read).
+
+    Each part decoded its first few violating rows per contract; the merged first few
+    are among them, since rows sort the same way in a part as in the whole.
+    """
+    from .excerpts import MAX_DECODED
+
+    found = {(name, e["row"], e["position"]): e["excerpt"] for _, d in parts
+             for name, c in d.get("checks", {}).items() for e in c.get("examples", []) if "excerpt" in e}
+    for name, c in summary["checks"].items():
+        for e in c["examples"][:MAX_DECODED]:
+            excerpt = found.get((name, e["row"], e["position"]))
+            if excerpt is not None:
+                e["excerpt"] = excerpt
+
+
+def _merge_global_checks(summary: dict[str, Any], parts: list[tuple[Path, dict[str, Any]]]) -> None:
+    """Checks decided at each part's controller over that part (duplicate rows) join as parts, not shards.
+
+    A part compared only its own rows, so the merged verdict says so: rows duplicated
+    across two machines' parts are not counted.
+    """
+    n = len(parts)
+    for name in list(summary["checks"]):
+        mine = [d["checks"][name] for _, d in parts if d.get("checks", {}).get(name, {}).get("global")]
+        if not mine:
+            continue
+        merged = {key: sum(c[key] for c in mine) for key in
+                  ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")}
+        by_reason: dict[str, int] = {}
+        for c in mine:
+            for reason, count in c["by_reason"].items():
+                by_reason[reason] = by_reason.get(reason, 0) + count
+        verdicts = {c["verdict"] for c in mine}
+        verdict = next((v for v in ("fail", "warn", "pass") if v in verdicts), "skip")
+        note = f"compared within each of the {n} parts only: rows repeated across parts are not counted"
+        summary["checks"][name] = {
+            **summary["checks"][name], **merged, "verdict": verdict, "by_reason": by_reason,
+            "examples": sorted((e for c in mine for e in c["examples"]), key=lambda e: e["row"]),
+            "messages": [m for c in mine for m in c["messages"]] + ([note] if n > 1 else []),
+            "skip_reasons": sorted({r for c in mine for r in c["skip_reasons"]}), "global": True,
+        }
 
 
 def merge_reports(out_dir: Path, paths: list[Path], echo=print) -> int:
@@ -180,7 +230,5 @@ def merge_reports(out_dir: Path, paths: list[Path], echo=print) -> int:
     for line in terminal_lines(summary):
         echo(line)
     echo(f"merged {summary['split']['merged_parts']} parts -> {target}")
-    html = _write_html(summary, Path(out_dir))
-    if html is not None:
-        echo(f"report: {html}")
+    echo(f"report: {write_html(summary, Path(out_dir) / 'report.html')}")
     return summary["exit_status"]

@@ -117,11 +117,12 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
             "verdict": verdict,
             **{k: c[k] for k in ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")},
             "by_reason": dict(c["by_reason"]),
-            "examples": sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES],
+            "examples": [{**e, "check": name} for e in sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES]],
             "messages": c["messages"],
             "skip_reasons": c["skip_reasons"],
             "details": c.get("details", []),
             "report_only": bool(c.get("report_only")),
+            "global": bool(c.get("global")),  # decided at the controller over every shard it saw
         }
     shards = [recorder.stats[k] for k in sorted(recorder.stats)]
     # Timings live apart from the verdicts, so verdicts are identical whatever -n was.
