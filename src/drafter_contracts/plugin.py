@@ -19,10 +19,12 @@ from .dataset import Shard, open_dataset
 from .engine import DATASET_CHECKS, ROW_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
+from .profiles import register_profiles
 from .report.summary import RESULT_KEY, STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
 from .vocab import BUILTIN_PREFIX, load_vocabulary
 
 ENGINE_KEY = pytest.StashKey[Engine]()
+register_profiles()  # ci / thorough, for --hypothesis-profile wherever the suite runs
 SUITE_DIR = Path(str(resources.files("drafter_contracts").joinpath("contracts")))
 
 
@@ -39,6 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--shard-size", metavar="ROWS", type=int, help="rows per shard (the unit xdist spreads)")
     g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json goes (default: reports/)")
     g.addoption("--split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
+    # Template -> mask properties (issue 4): --masker runs the packaged hypothesis suite.
+    g.addoption("--masker", metavar="hf|speculators|MODULE:FUNCTION",
+                help="run the template -> mask properties against this masker (profile: --hypothesis-profile ci|thorough)")
+    g.addoption("--chat-template", metavar="FILE", help="generation-tagged chat template for --masker=hf and the probe property")
+    g.addoption("--speculators-path", metavar="DIR",
+                help="pip --target folder holding the speculators to test (default: $DRAFTER_SPECULATORS_PATH)")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -93,6 +101,9 @@ def _explicit_dist(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     # Registered here too so --strict-markers accepts it when xdist is disabled (-p no:xdist).
     config.addinivalue_line("markers", "xdist_group(name): run tests of one shard on one xdist worker")
+    if config.getoption("masker"):
+        _configure_properties(config)
+        return
     if not config.getoption("dataset_path"):
         return
     try:
@@ -106,6 +117,24 @@ def pytest_configure(config: pytest.Config) -> None:
     # Keep all tests of a shard on one worker so the shard is read and labelled once.
     if getattr(config.option, "dist", "no") == "load" and not _explicit_dist(config):
         config.option.dist = "loadgroup"
+
+
+def _configure_properties(config: pytest.Config) -> None:
+    """``--masker``: build the masker context once (bad input: exit 4) and run the properties suite."""
+    from hypothesis import settings
+
+    from .properties.context import CONTEXT_KEY, SUITE_DIR as PROPERTIES_DIR, build_context
+
+    if config.getoption("dataset_path"):
+        raise pytest.UsageError("--masker and --dataset-path run different suites; run them one at a time")
+    try:
+        config.stash[CONTEXT_KEY] = build_context(config)
+    except UsageProblem as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile("ci")
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [str(PROPERTIES_DIR)]  # no test paths given: run the properties suite
 
 
 def _engine(config: pytest.Config) -> Engine | None:
