@@ -46,6 +46,9 @@ class Masker:
     #: property name -> why it fails for this masker/version (strict xfail in the suite)
     known_defects: dict[str, str] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        return f"Masker({self.name!r}, {self.version!r})"
+
     def rows(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tokenizer: Any,
              max_length: int) -> list[Row] | None:
         """The masker's answer as a list of rows (``None``: skipped); exceptions propagate (rejected)."""

@@ -21,8 +21,12 @@ its own ``pip install --target`` directory (``.ci/install-speculators``), chosen
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import warnings
+from contextlib import contextmanager
+from collections.abc import Iterator
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -57,7 +61,9 @@ def load(path: Path | None = None) -> tuple[ModuleType, str]:
     if str(target) not in sys.path:
         sys.path.append(str(target))
     try:
-        module = import_module(_PREPROCESSING)
+        with warnings.catch_warnings():  # torch.jit deprecation noise from speculators' model imports
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = import_module(_PREPROCESSING)
         found = version("speculators")
     except (ImportError, PackageNotFoundError) as exc:
         raise UsageProblem(f"--masker=speculators: cannot import {_PREPROCESSING} from {target} ({exc}); "
@@ -67,6 +73,32 @@ def load(path: Path | None = None) -> tuple[ModuleType, str]:
         raise UsageProblem(f"--masker=speculators: speculators {found} is already importable from {loaded_from.parents[2]}; "
                            f"it shadows {target}: uninstall it or use that directory")
     return module, found
+
+
+class _Kept(logging.Handler):
+    """Keeps speculators' log lines of one call: why it dropped a conversation is only logged."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@contextmanager
+def _quiet(last: list[str]) -> Iterator[None]:
+    """speculators logs a warning per dropped turn or conversation; thousands of examples would bury a failure."""
+    logger = logging.getLogger(_PREPROCESSING)
+    handler, propagate = _Kept(), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+        last[:] = handler.lines
 
 
 def _minor(found: str) -> tuple[int, int]:
@@ -95,11 +127,14 @@ def _regex_era_masker(pre: ModuleType, found: str, defects: dict[str, str]) -> M
     def speculators_masker(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tokenizer: Any,
                            max_length: int) -> tuple[Any, Any] | None:
         batch = {"conversations": [messages], "tools": [tools]}
-        out = pre._preprocess_batch(batch, tokenizer, max_length, mask_path(tokenizer))
+        pattern = mask_path(tokenizer)
+        with _quiet(speculators_masker.logged):
+            out = pre._preprocess_batch(batch, tokenizer, max_length, pattern)
         if not out["input_ids"]:
             return None  # speculators dropped it (it logs the reason)
         return out["input_ids"][0], out["loss_mask"][0]
 
+    speculators_masker.logged = []  # type: ignore[attr-defined]  # what speculators logged on the last call
     return Masker(name="speculators", fn=speculators_masker, version=f"speculators {found}",
                   probe=lambda tok: bool(pre._supports_assistant_mask(tok)), known_defects=defects)
 
@@ -118,9 +153,13 @@ def _boundary_masker(pre: ModuleType, found: str, defects: dict[str, str]) -> Ma
     def speculators_masker(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tokenizer: Any,
                            max_length: int) -> list[tuple[Any, Any]] | None:
         batch = {"conversations": [messages], "tools": [tools]}
-        out = pre._preprocess_batch(batch, False, endpoint(tokenizer), max_length)
+        url = endpoint(tokenizer)
+        with _quiet(speculators_masker.logged):
+            out = pre._preprocess_batch(batch, False, url, max_length)
         rows = list(zip(out["input_ids"], out["loss_mask"]))
         return rows or None
+
+    speculators_masker.logged = []  # type: ignore[attr-defined]
 
     return Masker(name="speculators", fn=speculators_masker, version=f"speculators {found}", turns="last",
                   mask_policy={"end_of_turn": True, "newline_after_end": True}, known_defects=defects)

@@ -34,6 +34,9 @@ class PropertyContext:
     tagged_template: str | None  # a generation-tagged copy of the template, for the probe property
     policy_source: str
 
+    def __repr__(self) -> str:  # hypothesis prints the fixture with every falsifying example
+        return f"<{self.describe()}>"
+
     def describe(self) -> str:
         return (f"masker {self.masker.name} ({self.masker.version or 'no version'}), tokenizer {self.tokenizer_name}, "
                 f"turns={self.masker.turns}, policy {self.oracle.policy} from {self.policy_source}")
