@@ -42,7 +42,22 @@ _PREPROCESSING = "speculators.data_generation.preprocessing"
 #: Genuine defects the properties found in released speculators versions, with the
 #: property that shows each. The suite keeps them as strict xfails tied to the version,
 #: so an upstream fix shows up as an unexpected pass. README "Known producer defects".
-KNOWN_DEFECTS: dict[str, dict[str, str]] = {}
+KNOWN_DEFECTS: dict[str, dict[str, str]] = {
+    "0.7.0": {
+        "test_mask_is_sound": (
+            "the regex mask reads decoded text, so a turn opener typed inside user text "
+            "('<|im_start|>assistant\\n', which tokenizes to the real control tokens) makes the rest of that "
+            "user message supervised"),
+        "test_invalid_conversation_is_rejected_or_skipped": (
+            "_normalize_conversation drops messages with an unknown role (a logged warning), so a conversation "
+            "the strict template rejects becomes a row of the remaining turns"),
+    },
+    "0.9.0": {
+        "test_invalid_conversation_is_rejected_or_skipped": (
+            "_normalize_conversation maps an unknown role to 'assistant' (meant for model-named on-policy turns), "
+            "so a conversation the strict template rejects becomes rows that supervise that message"),
+    },
+}
 
 
 def default_path() -> Path:

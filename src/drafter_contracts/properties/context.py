@@ -7,7 +7,6 @@ the packaged properties suite through a fixture.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,19 @@ CONTEXT_KEY = pytest.StashKey["PropertyContext"]()
 SUITE_DIR = Path(__file__).resolve().parent
 
 
-@dataclass
 class PropertyContext:
-    masker: Masker
-    tokenizer: Any  # a transformers tokenizer carrying the model's own (stock) chat template
-    tokenizer_name: str
-    oracle: Oracle
-    tagged_template: str | None  # a generation-tagged copy of the template, for the probe property
-    policy_source: str
+    """Not a dataclass on purpose: hypothesis prints fixtures with each falsifying example, by their repr."""
 
-    def __repr__(self) -> str:  # hypothesis prints the fixture with every falsifying example
+    def __init__(self, masker: Masker, tokenizer: Any, tokenizer_name: str, oracle: Oracle,
+                 tagged_template: str | None, policy_source: str) -> None:
+        self.masker = masker
+        self.tokenizer = tokenizer  # a transformers tokenizer carrying the model's own (stock) chat template
+        self.tokenizer_name = tokenizer_name
+        self.oracle = oracle
+        self.tagged_template = tagged_template  # a generation-tagged copy of the template, for the probe property
+        self.policy_source = policy_source
+
+    def __repr__(self) -> str:
         return f"<{self.describe()}>"
 
     def describe(self) -> str:
