@@ -56,7 +56,7 @@ CAUGHT_BY = {
 }
 #: what the shrunk example must show
 SHOWS = {
-    "reasoning_unmasked": "reasoning token",
+    "reasoning_unmasked": "(role reasoning)",
     "unbounded": "row longer than max_length",
     "length_skew": "len(input_ids)",
     "unknown_roles_dropped": "unknown_role",

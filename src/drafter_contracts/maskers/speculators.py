@@ -55,7 +55,8 @@ KNOWN_DEFECTS: dict[str, dict[str, str]] = {
     "0.9.0": {
         "test_invalid_conversation_is_rejected_or_skipped": (
             "_normalize_conversation maps an unknown role to 'assistant' (meant for model-named on-policy turns), "
-            "so a conversation the strict template rejects becomes rows that supervise that message"),
+            "so a conversation the strict template rejects becomes rows in which that message is an assistant "
+            "turn (supervised whenever it has context before it)"),
     },
 }
 

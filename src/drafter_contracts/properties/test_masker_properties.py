@@ -123,8 +123,8 @@ def test_mask_is_sound(ctx: PropertyContext, conv: dict[str, Any], max_len: int)
         labels = ctx.oracle.labels_for(row[0], max_len)
         bad = np.flatnonzero(ctx.oracle.unsound_tokens(row[1], labels, ctx.masker.turns))
         if len(bad):
-            raise problem(ctx, f"{len(bad)} supervised token(s) the policy forbids; first is a "
-                          f"{ctx.oracle.role_name(labels, int(bad[0]))} token at {bad[0]}", conv, max_len, row, int(bad[0]))
+            raise problem(ctx, f"{len(bad)} supervised token(s) the policy forbids, first at token {bad[0]} "
+                          f"(role {ctx.oracle.role_name(labels, int(bad[0]))})", conv, max_len, row, int(bad[0]))
 
 
 @given(conv=cs.conversations(), max_len=cs.max_lengths())
@@ -138,8 +138,8 @@ def test_mask_is_complete(ctx: PropertyContext, conv: dict[str, Any], max_len: i
         labels = ctx.oracle.labels_for(row[0], max_len)
         missing = np.flatnonzero(ctx.oracle.missing_tokens(row[1], labels, ctx.masker.turns, ref[1]))
         if len(missing):
-            raise problem(ctx, f"{len(missing)} assistant token(s) left unsupervised; first is a "
-                          f"{ctx.oracle.role_name(labels, int(missing[0]))} token at {missing[0]}",
+            raise problem(ctx, f"{len(missing)} assistant token(s) left unsupervised, first at token {missing[0]} "
+                          f"(role {ctx.oracle.role_name(labels, int(missing[0]))})",
                           conv, max_len, row, int(missing[0]))
 
 
