@@ -9,6 +9,7 @@ passes except for its recorded defects, which are strict xfails.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,19 +23,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_properties(cwd: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", *args],
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
 
 
 def outcomes(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
-    """test name -> PASSED/FAILED/XFAIL/SKIPPED/XPASS, from the -rA short summary."""
-    found = {}
-    for line in proc.stdout.splitlines():
-        parts = line.split(" ", 1)
-        if len(parts) == 2 and parts[0] in ("PASSED", "FAILED", "XFAIL", "SKIPPED", "XPASS", "ERROR"):
-            name = parts[1].split(" - ")[0].split("::")[-1]
-            found[name] = parts[0]
-    return found
+    """test name -> PASSED/FAILED/XFAIL/SKIPPED/XPASS, from the -v progress lines."""
+    return {m[1]: m[2] for m in re.finditer(r"::(test_\w+(?:\[[^\]]*\])?) (PASSED|FAILED|XFAIL|SKIPPED|XPASS|ERROR)",
+                                           proc.stdout)}
 
 
 @pytest.mark.slow
@@ -70,12 +66,13 @@ def test_broken_masker_is_caught_with_a_readable_example(tmp_path: Path, name: s
     prop = CAUGHT_BY[name]
     proc = run_properties(tmp_path, f"--masker={BROKEN}:{name}", "-k", prop)
     assert proc.returncode == 1, proc.stdout[-6000:]
-    assert outcomes(proc).get(prop) == "FAILED", proc.stdout[-6000:]
+    failed = [t for t, o in outcomes(proc).items() if t.split("[")[0] == prop and o == "FAILED"]
+    assert failed, proc.stdout[-6000:]
     out = proc.stdout
     assert SHOWS[name] in out, out[-6000:]
     if name != "probe_crashes":
         assert "conversation:" in out and '{"role": "user"' in out
-        assert "legend: ⟦…⟧ loss_mask=1" in out and "‹header›" in out
+        assert "legend: ⟦…⟧ loss_mask=1" in out and re.search(r"‹(user|assistant|reasoning|header)›", out)
         assert "Falsifying example" in out or "Failing test case" in out or "falsifying" in out.lower()
 
 

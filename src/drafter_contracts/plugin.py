@@ -7,6 +7,7 @@ once, as ``pytest.UsageError`` (one line, exit code 4).
 
 from __future__ import annotations
 
+import os
 import time
 from importlib import resources
 from pathlib import Path
@@ -133,6 +134,12 @@ def _configure_properties(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if not config.getoption("hypothesis_profile", None):
         settings.load_profile("ci")
+    if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):  # users run this from anywhere: no .hypothesis/ there
+        from hypothesis.configuration import set_hypothesis_home_dir
+
+        from .fixtures.cache import cache_root
+
+        set_hypothesis_home_dir(cache_root() / "hypothesis")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(PROPERTIES_DIR)]  # no test paths given: run the properties suite
 

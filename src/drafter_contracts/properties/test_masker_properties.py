@@ -148,10 +148,9 @@ def test_truncation_keeps_ids_and_mask_aligned(ctx: PropertyContext, conv: dict[
     """Rows are bounded by max_len, ids and mask have one length, and the cut row is a prefix of the uncut one."""
     rows = rows_of(ctx, conv, max_len) or []
     for row in rows:
-        if len(row[0]) > max_len or len(row[1]) > max_len:
-            raise problem(ctx, f"row longer than max_length: {len(row[0])} ids, {len(row[1])} mask values",
-                          conv, max_len, row, max_len)
         aligned(ctx, conv, max_len, row)
+        if len(row[0]) > max_len:
+            raise problem(ctx, f"row longer than max_length: {len(row[0])} ids", conv, max_len, row, max_len)
     full = rows_of(ctx, conv, NO_LIMIT) or []
     for row in rows:
         if not any(f[0][:max_len] == row[0] and f[1][:max_len] == row[1] for f in full):
