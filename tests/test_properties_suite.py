@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_properties(cwd: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", *args],
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-rsx", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
 
 
