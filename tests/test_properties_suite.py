@@ -105,3 +105,15 @@ def test_real_speculators_verdict(tmp_path: Path, wanted: str) -> None:
     if wanted == "0.9.0":  # no probe in 0.8+: skipped, with the reason shown
         assert got["test_support_probe[with_generation_tags]"] == "SKIPPED"
         assert "has no assistant-mask support probe" in proc.stdout
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--masker=nonsense"], "expected hf, speculators or module:function"),
+    (["--masker=speculators", "--speculators-path=/nonexistent"], "no speculators package in /nonexistent"),
+    (["--masker=hf", "--dataset-path=/nonexistent"], "run different suites"),
+])
+def test_bad_masker_options_are_one_line_and_exit_4(tmp_path: Path, args: list[str], says: str) -> None:
+    proc = run_properties(tmp_path, *args, timeout=300)
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and says in lines[0], proc.stderr
