@@ -6,7 +6,7 @@ import json
 from typing import Any, Callable
 
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 
 from drafter_contracts import strategies as cs
 from drafter_contracts.fixtures.generate import load_tokenizer
@@ -84,7 +84,7 @@ SHAPES: dict[str, Callable[[Conv], bool]] = {
 def test_every_shape_is_reachable(shape: str) -> None:
     """hypothesis finds each advertised shape, so the properties really exercise it."""
     found = find(cs.conversations(), SHAPES[shape],
-                 settings=settings(max_examples=2000, database=None, derandomize=True,
+                 settings=settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate],
                                    suppress_health_check=list(HealthCheck)))
     assert SHAPES[shape](found), json.dumps(found)[:500]
 
@@ -92,7 +92,7 @@ def test_every_shape_is_reachable(shape: str) -> None:
 def test_long_turns_cross_small_caps(tokenizer) -> None:
     """A long turn renders to more tokens than the small max_len values the properties draw."""
     conv = find(cs.conversations(), SHAPES["long turn"],
-                settings=settings(max_examples=2000, database=None, derandomize=True,
+                settings=settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate],
                                   suppress_health_check=list(HealthCheck)))
     ids = tokenizer.apply_chat_template(conv["messages"], tools=conv["tools"], tokenize=True, return_dict=True)["input_ids"]
     assert len(ids) > 1024
