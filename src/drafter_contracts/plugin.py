@@ -7,6 +7,7 @@ once, as ``pytest.UsageError`` (one line, exit code 4).
 
 from __future__ import annotations
 
+import os
 import time
 from importlib import resources
 from pathlib import Path
@@ -62,6 +63,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--dataset-split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
     g.addoption("--split", metavar="K/N", help="check only the K-th of N disjoint shard groups (one machine of N); "
                 "join the N summary.json files with 'drafter-contracts merge-reports'")
+    # Template -> mask properties (issue 4): --masker runs the packaged hypothesis suite.
+    g.addoption("--masker", metavar="hf|speculators|MODULE:FUNCTION",
+                help="run the template -> mask properties against this masker (profile: --hypothesis-profile ci|thorough)")
+    g.addoption("--chat-template", metavar="FILE", help="generation-tagged chat template for --masker=hf and the probe property")
+    g.addoption("--speculators-path", metavar="DIR",
+                help="pip --target folder holding the speculators to test (default: $DRAFTER_SPECULATORS_PATH)")
 
 
 def _overrides(config: pytest.Config) -> dict[str, Any]:
@@ -138,6 +145,15 @@ def _explicit_dist(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     # Registered here too so --strict-markers accepts it when xdist is disabled (-p no:xdist).
     config.addinivalue_line("markers", "xdist_group(name): run tests of one shard on one xdist worker")
+    if config.getoption("masker") or config.getoption("hypothesis_profile", None):
+        # Before hypothesis's own pytest_configure loads --hypothesis-profile (this hook is tryfirst).
+        # Not at import: importing hypothesis costs 1-4 s that a dataset run does not need.
+        from .profiles import register_profiles
+
+        register_profiles()
+    if config.getoption("masker"):
+        _configure_properties(config)
+        return
     if not config.getoption("dataset_path"):
         return
     try:
@@ -159,6 +175,30 @@ def pytest_configure(config: pytest.Config) -> None:
     # Keep all tests of a shard on one worker so the shard is read and labelled once.
     if getattr(config.option, "dist", "no") == "load" and not _explicit_dist(config):
         config.option.dist = "loadgroup"
+
+
+def _configure_properties(config: pytest.Config) -> None:
+    """``--masker``: build the masker context once (bad input: exit 4) and run the properties suite."""
+    from hypothesis import settings
+
+    from .properties.context import CONTEXT_KEY, SUITE_DIR as PROPERTIES_DIR, build_context
+
+    if config.getoption("dataset_path"):
+        raise pytest.UsageError("--masker and --dataset-path run different suites; run them one at a time")
+    try:
+        config.stash[CONTEXT_KEY] = build_context(config)
+    except UsageProblem as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile("ci")
+    if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):  # users run this from anywhere: no .hypothesis/ there
+        from hypothesis.configuration import set_hypothesis_home_dir
+
+        from .fixtures.cache import cache_root
+
+        set_hypothesis_home_dir(cache_root() / "hypothesis")
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [str(PROPERTIES_DIR)]  # no test paths given: run the properties suite
 
 
 def _engine(config: pytest.Config) -> Engine | None:

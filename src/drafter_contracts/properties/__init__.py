@@ -1,0 +1,1 @@
+"""The template → mask properties suite that ``pytest --masker=...`` runs (see :mod:`.context`)."""
