@@ -79,7 +79,7 @@ class ShardWork:
             "seq_len_min": int(lengths.min()) if len(lengths) else None,
             "seq_len_max": int(lengths.max()) if len(lengths) else None,
             "rows_at_max_len": int((lengths == self.contract.max_len).sum()),
-            "supervised_tokens": int(self.view.mask.sum()) if self.view.mask is not None else None,
+            "supervised_tokens": int(self.view.supervised_prefix[-1]) if self.view.mask is not None else None,
         }
         out.update(profile_stats(self.view))
         labels = self.labels
@@ -101,9 +101,8 @@ def profile_stats(view: RowView) -> dict:
     lengths = view.lengths
     out: dict = {"seq_len_hist": seq_len_histogram(lengths)}
     if view.mask is not None:
-        # Summing the bool buffer viewed as uint8 into int32 is 4x faster than casting the mask to int64 first.
-        per_row = (np.add.reduceat(view.mask.view(np.uint8), view.offsets[:-1], dtype=np.int32)
-                   if len(lengths) else np.zeros(0, np.int32))
+        # Per-row counts come from the shard's shared prefix sums (one int32 cumsum for all checks).
+        per_row = view.supervised_per_row
         out["supervised_share_hist"] = share_histogram(per_row, lengths)
         out["supervised_id_counts"] = sparse_counts(view.ids[view.mask])
     return out

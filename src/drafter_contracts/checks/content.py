@@ -181,9 +181,9 @@ def check_short_rows(view: RowView, a: ShardArrays, contract: Contract) -> Check
 
 def anchor_counts(view: RowView, block_size: int) -> np.ndarray:
     """Per row: supervised positions DFlash may pick as anchors (not in the row's last ``block_size``)."""
-    cs = np.concatenate(([0], np.cumsum(view.mask, dtype=np.int64)))
+    cs = view.supervised_prefix
     starts, ends = view.offsets[:-1], view.offsets[1:]
-    return cs[np.maximum(starts, ends - block_size)] - cs[starts]
+    return cs[np.maximum(starts, ends - block_size)].astype(np.int64) - cs[starts]
 
 
 def check_dflash_anchors(view: RowView, a: ShardArrays, contract: Contract, supervised: np.ndarray) -> CheckResult:
@@ -201,12 +201,17 @@ def check_dflash_anchors(view: RowView, a: ShardArrays, contract: Contract, supe
 
 
 def _first_supervised(view: RowView) -> np.ndarray:
-    """Position of each row's first supervised token (-1 when none)."""
-    sup_pos = np.flatnonzero(view.mask)
-    rows = np.searchsorted(view.offsets, sup_pos, side="right") - 1
+    """Position of each row's first supervised token (-1 when none).
+
+    The first supervised token of a row is where the prefix count first exceeds its
+    value at the row start: one binary search per row, no pass over the tokens.
+    """
+    cs = view.supervised_prefix
+    starts = view.offsets[:-1]
     out = np.full(len(view.rows), -1, dtype=np.int64)
-    uniq, first = np.unique(rows, return_index=True)
-    out[uniq] = sup_pos[first] - view.offsets[uniq]
+    has = view.supervised_per_row > 0
+    at = np.searchsorted(cs, cs[starts[has]] + 1, side="left") - 1
+    out[has] = at - starts[has]
     return out
 
 
@@ -224,23 +229,46 @@ def mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
+def _mix64_inplace(x: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """:func:`mix64` overwriting ``x`` (``tmp``: scratch of the same size): no temporaries per step."""
+    with np.errstate(over="ignore"):
+        np.add(x, _GOLD, out=x)
+        for shift, mult in ((30, _M1), (27, _M2)):
+            np.right_shift(x, np.uint64(shift), out=tmp)
+            np.bitwise_xor(x, tmp, out=x)
+            np.multiply(x, mult, out=x)
+        np.right_shift(x, np.uint64(31), out=tmp)
+        np.bitwise_xor(x, tmp, out=x)
+    return x
+
+
 def row_hashes(view: RowView) -> np.ndarray:
     """A 64-bit hash of every row's ids, mask and length (order-sensitive, vectorized).
 
     Each token contributes ``mix(id, mask, position)``; the wrapping sum per row is
     mixed with the row length. Collisions among a million rows: about 3e-8.
+    ``mix(position)`` is looked up in a table of the shard's longest row, and the
+    token mix runs in place on one buffer, so a token costs one 8-byte array, not six.
     """
     if not len(view.rows):
         return np.zeros(0, dtype=np.uint64)
-    pos = (np.arange(len(view.ids)) - np.repeat(view.offsets[:-1], view.lengths)).astype(np.uint64)
-    value = view.ids.astype(np.int64).astype(np.uint64) << np.uint64(1)
+    lengths = view.lengths
+    n = len(view.ids)
+    pos_mix = mix64(np.arange(int(lengths.max()) if len(lengths) else 0, dtype=np.uint64))
+    pos = np.arange(n, dtype=np.int64)
+    pos -= np.repeat(view.offsets[:-1].astype(np.int64), lengths)
+    token = pos_mix[pos]
+    del pos
+    value = view.ids.astype(np.int64).view(np.uint64) << np.uint64(1)
     if view.mask is not None:
-        value |= view.mask.astype(np.uint64)
-    token = mix64(value ^ mix64(pos))
+        value |= view.mask.view(np.uint8)
+    np.bitwise_xor(token, value, out=token)
+    _mix64_inplace(token, value)
+    del value
     with np.errstate(over="ignore"):
         sums = np.add.reduceat(token, view.offsets[:-1]) if len(token) else np.zeros(len(view.rows), np.uint64)
-    sums = np.where(view.lengths > 0, sums, np.uint64(0))  # reduceat repeats a value for empty rows
-    return mix64(sums ^ mix64(view.lengths.astype(np.uint64) + _GOLD))
+    sums = np.where(lengths > 0, sums, np.uint64(0))  # reduceat repeats a value for empty rows
+    return mix64(sums ^ mix64(lengths.astype(np.uint64) + _GOLD))
 
 
 def find_duplicates(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, list[tuple[int, int]]]:

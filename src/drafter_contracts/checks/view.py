@@ -34,6 +34,26 @@ class RowView:
     def row_of_token(self) -> np.ndarray:
         return np.repeat(np.arange(len(self.rows)), self.lengths)
 
+    @cached_property
+    def supervised_prefix(self) -> np.ndarray:
+        """``cs[i]`` = supervised tokens among the first ``i`` (length n + 1), computed once per shard.
+
+        Per-row supervision counts, DFlash anchor counts and each row's first supervised
+        token are all read from it with a few lookups per row, instead of one more pass
+        over every token each. int32 while it cannot overflow: half the memory traffic.
+        """
+        assert self.mask is not None
+        n = len(self.mask)
+        cs = np.zeros(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+        np.cumsum(self.mask.view(np.uint8), dtype=cs.dtype, out=cs[1:])
+        return cs
+
+    @cached_property
+    def supervised_per_row(self) -> np.ndarray:
+        """Supervised-token count of every row (int64)."""
+        cs = self.supervised_prefix
+        return cs[self.offsets[1:]].astype(np.int64) - cs[self.offsets[:-1]]
+
 
 def problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:
     """Boolean per shard row for each row-level defect: null, empty, ids/mask length skew (cached)."""
