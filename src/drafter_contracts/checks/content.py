@@ -20,7 +20,7 @@ from ..config import Contract
 from ..dataset import ShardArrays
 from ..results import CheckResult, row_result
 from ..spans.labels import ASSISTANT_PARTS, Labels, Role
-from .view import RowView
+from .view import RowView, in_table
 
 CONTENT_CHECKS = ("duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors")
 
@@ -90,17 +90,40 @@ def assistant_turns(view: RowView, labels: Labels, tables: ReplyTables) -> tuple
     A token belongs to the last opener at or before it; only tokens the span oracle
     labels as assistant parts are assigned, so text of other turns never counts.
     """
+    n = len(view.ids)
+    a_starts = _assistant_openers(view, tables)
+    opens = np.zeros(n, dtype=np.int32)
+    opens[a_starts] = 1
+    turn = np.cumsum(opens, dtype=np.int32) - 1
+    return a_starts, np.where(in_table(labels.role, _role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)), turn, -1)
+
+
+def _assistant_openers(view: RowView, tables: ReplyTables) -> np.ndarray:
+    """Flat positions of the ``<|im_start|>`` tokens followed, in the same row, by an assistant role token."""
     ids = view.ids
     n = len(ids)
     starts = np.flatnonzero(ids == tables.start)
     nxt = np.minimum(starts + 1, max(n - 1, 0))
     same_row = np.searchsorted(view.offsets, starts, side="right") == np.searchsorted(view.offsets, nxt, side="right")
     ok = same_row & (starts + 1 < n)
-    a_starts = starts[ok & tables.assistant_role[np.clip(ids[nxt], 0, len(tables.assistant_role) - 1)]]
-    opens = np.zeros(n, dtype=np.int32)
-    opens[a_starts] = 1
-    turn = np.cumsum(opens, dtype=np.int32) - 1
-    return a_starts, np.where(_role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)[labels.role], turn, -1)
+    return starts[ok & tables.assistant_role[np.clip(ids[nxt], 0, len(tables.assistant_role) - 1)]]
+
+
+def _runs(flag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Maximal runs of True: (first position, one past the last) of each."""
+    edges = np.diff(flag.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+
+
+def _run_sums(flag: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """True tokens of ``flag`` inside each run [start, end) (runs disjoint, separated by gaps), in one pass."""
+    if not len(starts):
+        return np.zeros(0, dtype=np.int64)
+    bounds = np.empty(2 * len(starts), dtype=np.int64)
+    bounds[0::2], bounds[1::2] = starts, ends
+    if bounds[-1] == len(flag):
+        bounds = bounds[:-1]
+    return np.add.reduceat(flag.view(np.uint8), bounds, dtype=np.int64)[0::2]
 
 
 def _role_lut(*roles: Role) -> np.ndarray:
@@ -118,26 +141,41 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     placeholder matches on token ids, against the content span alone. Turns cut at
     the row's end are left to ``cut_mid_reply``.
     """
+    # Reply tokens come in runs that hold no opener, so each run belongs to one turn (the
+    # last assistant opener before it): per-turn figures are sums over runs, not over tokens.
     ids, role = view.ids, labels.role
-    a_starts, turn = assistant_turns(view, labels, tables)
+    a_starts = _assistant_openers(view, tables)
     nt = len(a_starts)
-    safe = np.clip(ids, 0, len(tables.blank) - 1)
-    text = (turn >= 0) & _role_lut(*ASSISTANT_PARTS)[role] & ~labels.boundary & ~tables.blank[safe]
+    r_start, r_end = _runs(in_table(role, _role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)))
+    r_turn = np.searchsorted(a_starts, r_start, side="right") - 1
+    keep = r_turn >= 0
+    r_start, r_end, r_turn = r_start[keep], r_end[keep], r_turn[keep]
+    text = in_table(role, _role_lut(*ASSISTANT_PARTS)) & ~labels.boundary & ~np.take(tables.blank, ids, mode="clip")
     for marker in tables.markers.tolist():
         text &= ids != marker
-    closed = np.bincount(turn[(turn >= 0) & (role == Role.ASSISTANT_END)], minlength=nt) > 0
-    reply_len = np.bincount(turn[text], minlength=nt)
-    # Content-only tokens, compacted in order, for token-level placeholder matching.
     content = text & (role == Role.ASSISTANT)
-    c_ids, c_turn = ids[content], turn[content]
-    c_len = np.bincount(c_turn, minlength=nt)
-    c_first = np.concatenate(([0], np.cumsum(c_len)[:-1])) if nt else np.zeros(0, np.int64)
+    reply_len = np.bincount(r_turn, weights=_run_sums(text, r_start, r_end), minlength=nt).astype(np.int64)
+    c_len = np.bincount(r_turn, weights=_run_sums(content, r_start, r_end), minlength=nt).astype(np.int64)
+    ends = np.flatnonzero(role == Role.ASSISTANT_END)
+    e_turn = np.searchsorted(a_starts, ends, side="right") - 1
+    closed = np.bincount(e_turn[e_turn >= 0], minlength=nt) > 0
+    # Content tokens of the candidate turns only (a placeholder is a few tokens long).
     placeholder = np.zeros(nt, dtype=bool)
-    for _, p in tables.placeholders:  # a handful of strings, not rows
-        cand = np.flatnonzero(closed & (c_len == len(p)) & (reply_len == len(p)))
-        if len(cand) and len(p):
-            window = c_ids[c_first[cand][:, None] + np.arange(len(p))]
-            placeholder[cand[(window == p).all(axis=1)]] = True
+    sizes = {len(p) for _, p in tables.placeholders if len(p)}
+    cand_turn = closed & np.isin(c_len, list(sizes)) & (c_len == reply_len) if sizes else np.zeros(nt, dtype=bool)
+    sel = cand_turn[r_turn]
+    if sel.any():
+        s_start, s_len, s_turn = r_start[sel], (r_end - r_start)[sel], r_turn[sel]
+        pos = np.arange(int(s_len.sum())) + np.repeat(s_start - np.concatenate(([0], np.cumsum(s_len)[:-1])), s_len)
+        tok_turn = np.repeat(s_turn, s_len)
+        is_content = content[pos]
+        c_ids, c_turn = ids[pos[is_content]], tok_turn[is_content]
+        for _, p in tables.placeholders:  # a handful of strings, not rows
+            cand = np.flatnonzero(cand_turn & (c_len == len(p)) & (reply_len == len(p)))
+            if len(cand) and len(p):
+                first = np.searchsorted(c_turn, cand, side="left")
+                window = c_ids[first[:, None] + np.arange(len(p))]
+                placeholder[cand[(window == p).all(axis=1)]] = True
     short = closed & ~placeholder & (reply_len < contract.content.min_reply_tokens)
     row_of_turn = np.searchsorted(view.offsets, a_starts, side="right") - 1
     n = len(view.rows)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import MaskPolicy
 from ..spans.labels import Labels, Role
+from .view import in_table
 
 #: Roles that belong to an assistant turn once its header is done.
 TURN_ROLES = (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL, Role.ASSISTANT_END, Role.AFTER_ASSISTANT_END)
@@ -43,7 +44,7 @@ def assistant_turns(role: np.ndarray, offsets: np.ndarray) -> AssistantTurns:
     ``np.repeat`` each over the alternating gap/turn segments (no shard-long cumsum).
     """
     n = len(role)
-    in_turn = _IS_TURN[role]
+    in_turn = in_table(role, _IS_TURN)
     prev = np.zeros(n, dtype=bool)
     nxt = np.zeros(n, dtype=bool)
     if n:
@@ -101,7 +102,7 @@ def allowed_tokens(labels: Labels, turns: AssistantTurns, policy: MaskPolicy,
     ``opener`` (from :func:`opener_tokens`) marks reasoning openers; with
     ``reasoning_opener = "context"`` they belong to the generation prompt and may not.
     """
-    allowed = _role_table(policy)[labels.role]
+    allowed = in_table(labels.role, _role_table(policy))
     reasoning = labels.role == Role.REASONING
     allowed |= reasoning & np.where(turns.last, policy.reasoning_final, policy.reasoning_earlier)
     allowed &= turns.in_turn  # roles outside assistant turns are never allowed (belt and braces)
