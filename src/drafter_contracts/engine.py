@@ -86,12 +86,18 @@ class ShardWork:
         if self.view.mask is not None:
             out["anchor_positions"] = int(content.anchor_counts(self.view, self.contract.content.block_size).sum())
         if labels is not None:
-            counts = np.bincount(labels.role, minlength=len(Role))
+            mask = self.view.mask
+            if mask is not None:
+                # One count of (role, supervised) pairs gives both per-role figures in a single pass.
+                pairs = np.bincount((labels.role << np.uint8(1)) | mask.view(np.uint8), minlength=2 * len(Role))
+                pairs = pairs.reshape(-1, 2)
+                counts, sup = pairs.sum(axis=1), pairs[:, 1]
+            else:
+                counts = np.bincount(labels.role, minlength=len(Role))
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
-            out["boundary_tokens"] = int(labels.boundary.sum())
-            if self.view.mask is not None:
-                out["boundary_supervised"] = int((labels.boundary & self.view.mask).sum())
-                sup = np.bincount(labels.role[self.view.mask], minlength=len(Role))
+            out["boundary_tokens"] = int(np.count_nonzero(labels.boundary))
+            if mask is not None:
+                out["boundary_supervised"] = int(np.count_nonzero(labels.boundary & mask))
                 out["role_supervised"] = {Role(i).name.lower(): int(c) for i, c in enumerate(sup) if c}
         return out
 

@@ -267,6 +267,9 @@ def mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
+_HASH_CHUNK = 1 << 16
+
+
 def _mix64_inplace(x: np.ndarray, tmp: np.ndarray) -> np.ndarray:
     """:func:`mix64` overwriting ``x`` (``tmp``: scratch of the same size): no temporaries per step."""
     with np.errstate(over="ignore"):
@@ -292,17 +295,23 @@ def row_hashes(view: RowView) -> np.ndarray:
         return np.zeros(0, dtype=np.uint64)
     lengths = view.lengths
     n = len(view.ids)
+    idx = np.int32 if n < 2**31 - 1 else np.int64
     pos_mix = mix64(np.arange(int(lengths.max()) if len(lengths) else 0, dtype=np.uint64))
-    pos = np.arange(n, dtype=np.int64)
-    pos -= np.repeat(view.offsets[:-1].astype(np.int64), lengths)
-    token = pos_mix[pos]
-    del pos
-    value = view.ids.astype(np.int64).view(np.uint64) << np.uint64(1)
-    if view.mask is not None:
-        value |= view.mask.view(np.uint8)
-    np.bitwise_xor(token, value, out=token)
-    _mix64_inplace(token, value)
-    del value
+    pos = np.arange(n, dtype=idx)
+    pos -= np.repeat(view.offsets[:-1].astype(idx), lengths)
+    token = np.empty(n, dtype=np.uint64)
+    tmp = np.empty(min(n, _HASH_CHUNK), dtype=np.uint64)
+    mask = view.mask.view(np.uint8) if view.mask is not None else None
+    for lo in range(0, n, _HASH_CHUNK):  # cache-sized blocks of tokens (not rows): each step stays in L2
+        hi = min(n, lo + _HASH_CHUNK)
+        out, scratch = token[lo:hi], tmp[:hi - lo]
+        np.left_shift(view.ids[lo:hi].astype(np.int64).view(np.uint64), np.uint64(1), out=out)
+        if mask is not None:
+            np.bitwise_or(out, mask[lo:hi], out=out)
+        np.take(pos_mix, pos[lo:hi], out=scratch)
+        np.bitwise_xor(out, scratch, out=out)
+        _mix64_inplace(out, scratch)
+    del pos, tmp
     with np.errstate(over="ignore"):
         sums = np.add.reduceat(token, view.offsets[:-1]) if len(token) else np.zeros(len(view.rows), np.uint64)
     sums = np.where(lengths > 0, sums, np.uint64(0))  # reduceat repeats a value for empty rows
