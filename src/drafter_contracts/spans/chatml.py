@@ -172,16 +172,30 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
     seg_role[body & (lco > ls) & (lco > lcc)] = Role.TOOL_CALL
     seg_len = np.diff(np.append(ev_pos, n))
     role = np.repeat(seg_role, seg_len)
-    if closed.any():
-        problem = np.repeat(np.where(closed, TurnProblem.TEXT_OUTSIDE_TURN, 0).astype(np.uint8), seg_len)
+    # Text between turns: ordinary tokens of closed segments. An end marker's segment
+    # normally holds only the marker and its newline (both relabelled below), so on
+    # clean data no token is touched here.
+    spill = np.flatnonzero(closed & (seg_len > np.where(is_e, 2, 1)))
+    if len(spill):
+        lens = seg_len[spill]
+        at = np.arange(int(lens.sum())) + np.repeat(ev_pos[spill] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+        problem[at] = TurnProblem.TEXT_OUTSIDE_TURN
 
     # --- tokens whose role depends on their place: markers, opener + 1 and + 2, end + 1
     e_pos = ev_pos[is_e]
     e_end = ev_row_end[is_e]
     s_end = ev_row_end[s_idx]
-    special = np.concatenate((ev_pos[ev_kind > 0], s_pos[s_pos + 1 < s_end] + 1, s_pos[s_pos + 2 < s_end] + 2,
-                              e_pos[e_pos + 1 < e_end] + 1))
-    j = np.searchsorted(ev_pos, special, side="right") - 1
+    e_idx = np.flatnonzero(is_e)
+    s1, s2, e1 = s_pos + 1 < s_end, s_pos + 2 < s_end, e_pos + 1 < e_end
+    special = np.concatenate((ev_pos[ev_kind > 0], s_pos[s1] + 1, s_pos[s2] + 2, e_pos[e1] + 1))
+    # Event of each special token: its own, or the marker's moved on by the events (at
+    # most d, all distinct positions) that lie between the marker and marker + d.
+    padded = np.append(ev_pos, [n, n])
+    base = np.concatenate((np.flatnonzero(ev_kind > 0), s_idx[s1], s_idx[s2], e_idx[e1]))
+    j = base.copy()
+    n1, n2 = len(ev_pos[ev_kind > 0]), len(ev_pos[ev_kind > 0]) + int(s1.sum()) + int(s2.sum())
+    j[n1:] += padded[base[n1:] + 1] <= special[n1:]
+    j[n1 + int(s1.sum()):n2] += padded[base[n1 + int(s1.sum()):n2] + 2] <= special[n1 + int(s1.sum()):n2]
     tid = ids[special]
     sj, ej = ls[j], le[j]
     t_in = sj >= 0
