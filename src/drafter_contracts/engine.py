@@ -20,7 +20,7 @@ from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
-from .report.profile import seq_len_histogram, share_histogram, sparse_counts
+from .report.profile import seq_len_histogram, share_histogram, small_counts, sparse_counts
 from .results import CheckResult, Violation
 from .spans import chatml
 from .spans.labels import Labels, Role
@@ -89,7 +89,7 @@ class ShardWork:
             mask = self.view.mask
             if mask is not None:
                 # One count of (role, supervised) pairs gives both per-role figures in a single pass.
-                pairs = np.bincount((labels.role << np.uint8(1)) | mask.view(np.uint8), minlength=2 * len(Role))
+                pairs = small_counts((labels.role << np.uint8(1)) | mask.view(np.uint8), 2 * len(Role))
                 pairs = pairs.reshape(-1, 2)
                 counts, sup = pairs.sum(axis=1), pairs[:, 1]
             else:
