@@ -21,7 +21,7 @@ from ..dataset import ShardArrays
 from ..results import CheckResult, row_result
 from ..spans.labels import ASSISTANT_PARTS, Labels, Role
 from . import policy
-from .view import RowView
+from .view import RowView, in_table
 
 CONTENT_CHECKS = ("duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors")
 
@@ -83,15 +83,21 @@ def placeholder_ids(vocab, texts: tuple[str, ...]) -> dict[str, list[int]]:
     return {t: cached[t] for t in texts}
 
 
-def assistant_turns(view: RowView, labels: Labels) -> tuple[np.ndarray, np.ndarray]:
-    """First token of each assistant turn, and for each token the assistant turn it belongs to (-1: none).
+def _runs(flag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Maximal runs of True: (first position, one past the last) of each."""
+    edges = np.diff(flag.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
 
-    Turns come from the span labels alone (runs of assistant roles, see
-    ``checks.policy``), so the same code serves every template family.
-    """
-    turns = policy.assistant_turns(labels.role, view.offsets)
-    body = _role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)[labels.role]
-    return turns.starts, np.where(body, turns.index, -1)
+
+def _run_sums(flag: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """True tokens of ``flag`` inside each run [start, end) (runs disjoint, separated by gaps), in one pass."""
+    if not len(starts):
+        return np.zeros(0, dtype=np.int64)
+    bounds = np.empty(2 * len(starts), dtype=np.int64)
+    bounds[0::2], bounds[1::2] = starts, ends
+    if bounds[-1] == len(flag):
+        bounds = bounds[:-1]
+    return np.add.reduceat(flag.view(np.uint8), bounds, dtype=np.int64)[0::2]
 
 
 def _role_lut(*roles: Role) -> np.ndarray:
@@ -109,26 +115,41 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     placeholder matches on token ids, against the content span alone. Turns cut at
     the row's end are left to ``cut_mid_reply``.
     """
+    # Reply tokens come in runs inside one assistant turn each (the last turn starting at or
+    # before the run): per-turn figures are sums over runs, not over tokens.
     ids, role = view.ids, labels.role
-    a_starts, turn = assistant_turns(view, labels)
+    a_starts = policy.turns_of(labels, view.offsets).starts  # first token of each assistant turn
     nt = len(a_starts)
-    safe = np.clip(ids, 0, len(tables.blank) - 1)
-    text = (turn >= 0) & _role_lut(*ASSISTANT_PARTS)[role] & ~labels.boundary & ~tables.blank[safe]
+    r_start, r_end = _runs(in_table(role, _role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)))
+    r_turn = np.searchsorted(a_starts, r_start, side="right") - 1
+    keep = r_turn >= 0
+    r_start, r_end, r_turn = r_start[keep], r_end[keep], r_turn[keep]
+    text = in_table(role, _role_lut(*ASSISTANT_PARTS)) & ~labels.boundary & ~np.take(tables.blank, ids, mode="clip")
     for marker in tables.markers.tolist():
         text &= ids != marker
-    closed = np.bincount(turn[(turn >= 0) & (role == Role.ASSISTANT_END)], minlength=nt) > 0
-    reply_len = np.bincount(turn[text], minlength=nt)
-    # Content-only tokens, compacted in order, for token-level placeholder matching.
     content = text & (role == Role.ASSISTANT)
-    c_ids, c_turn = ids[content], turn[content]
-    c_len = np.bincount(c_turn, minlength=nt)
-    c_first = np.concatenate(([0], np.cumsum(c_len)[:-1])) if nt else np.zeros(0, np.int64)
+    reply_len = np.bincount(r_turn, weights=_run_sums(text, r_start, r_end), minlength=nt).astype(np.int64)
+    c_len = np.bincount(r_turn, weights=_run_sums(content, r_start, r_end), minlength=nt).astype(np.int64)
+    ends = np.flatnonzero(role == Role.ASSISTANT_END)
+    e_turn = np.searchsorted(a_starts, ends, side="right") - 1
+    closed = np.bincount(e_turn[e_turn >= 0], minlength=nt) > 0
+    # Content tokens of the candidate turns only (a placeholder is a few tokens long).
     placeholder = np.zeros(nt, dtype=bool)
-    for _, p in tables.placeholders:  # a handful of strings, not rows
-        cand = np.flatnonzero(closed & (c_len == len(p)) & (reply_len == len(p)))
-        if len(cand) and len(p):
-            window = c_ids[c_first[cand][:, None] + np.arange(len(p))]
-            placeholder[cand[(window == p).all(axis=1)]] = True
+    sizes = {len(p) for _, p in tables.placeholders if len(p)}
+    cand_turn = closed & np.isin(c_len, list(sizes)) & (c_len == reply_len) if sizes else np.zeros(nt, dtype=bool)
+    sel = cand_turn[r_turn]
+    if sel.any():
+        s_start, s_len, s_turn = r_start[sel], (r_end - r_start)[sel], r_turn[sel]
+        pos = np.arange(int(s_len.sum())) + np.repeat(s_start - np.concatenate(([0], np.cumsum(s_len)[:-1])), s_len)
+        tok_turn = np.repeat(s_turn, s_len)
+        is_content = content[pos]
+        c_ids, c_turn = ids[pos[is_content]], tok_turn[is_content]
+        for _, p in tables.placeholders:  # a handful of strings, not rows
+            cand = np.flatnonzero(cand_turn & (c_len == len(p)) & (reply_len == len(p)))
+            if len(cand) and len(p):
+                first = np.searchsorted(c_turn, cand, side="left")
+                window = c_ids[first[:, None] + np.arange(len(p))]
+                placeholder[cand[(window == p).all(axis=1)]] = True
     short = closed & ~placeholder & (reply_len < contract.content.min_reply_tokens)
     row_of_turn = np.searchsorted(view.offsets, a_starts, side="right") - 1
     n = len(view.rows)
@@ -172,9 +193,9 @@ def check_short_rows(view: RowView, a: ShardArrays, contract: Contract) -> Check
 
 def anchor_counts(view: RowView, block_size: int) -> np.ndarray:
     """Per row: supervised positions DFlash may pick as anchors (not in the row's last ``block_size``)."""
-    cs = np.concatenate(([0], np.cumsum(view.mask, dtype=np.int64)))
+    cs = view.supervised_prefix
     starts, ends = view.offsets[:-1], view.offsets[1:]
-    return cs[np.maximum(starts, ends - block_size)] - cs[starts]
+    return cs[np.maximum(starts, ends - block_size)].astype(np.int64) - cs[starts]
 
 
 def check_dflash_anchors(view: RowView, a: ShardArrays, contract: Contract, supervised: np.ndarray) -> CheckResult:
@@ -192,12 +213,17 @@ def check_dflash_anchors(view: RowView, a: ShardArrays, contract: Contract, supe
 
 
 def _first_supervised(view: RowView) -> np.ndarray:
-    """Position of each row's first supervised token (-1 when none)."""
-    sup_pos = np.flatnonzero(view.mask)
-    rows = np.searchsorted(view.offsets, sup_pos, side="right") - 1
+    """Position of each row's first supervised token (-1 when none).
+
+    The first supervised token of a row is where the prefix count first exceeds its
+    value at the row start: one binary search per row, no pass over the tokens.
+    """
+    cs = view.supervised_prefix
+    starts = view.offsets[:-1]
     out = np.full(len(view.rows), -1, dtype=np.int64)
-    uniq, first = np.unique(rows, return_index=True)
-    out[uniq] = sup_pos[first] - view.offsets[uniq]
+    has = view.supervised_per_row > 0
+    at = np.searchsorted(cs, cs[starts[has]] + 1, side="left") - 1
+    out[has] = at - starts[has]
     return out
 
 
@@ -215,23 +241,55 @@ def mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
+_HASH_CHUNK = 1 << 16
+
+
+def _mix64_inplace(x: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """:func:`mix64` overwriting ``x`` (``tmp``: scratch of the same size): no temporaries per step."""
+    with np.errstate(over="ignore"):
+        np.add(x, _GOLD, out=x)
+        for shift, mult in ((30, _M1), (27, _M2)):
+            np.right_shift(x, np.uint64(shift), out=tmp)
+            np.bitwise_xor(x, tmp, out=x)
+            np.multiply(x, mult, out=x)
+        np.right_shift(x, np.uint64(31), out=tmp)
+        np.bitwise_xor(x, tmp, out=x)
+    return x
+
+
 def row_hashes(view: RowView) -> np.ndarray:
     """A 64-bit hash of every row's ids, mask and length (order-sensitive, vectorized).
 
     Each token contributes ``mix(id, mask, position)``; the wrapping sum per row is
     mixed with the row length. Collisions among a million rows: about 3e-8.
+    ``mix(position)`` is looked up in a table of the shard's longest row, and the
+    token mix runs in place on one buffer, so a token costs one 8-byte array, not six.
     """
     if not len(view.rows):
         return np.zeros(0, dtype=np.uint64)
-    pos = (np.arange(len(view.ids)) - np.repeat(view.offsets[:-1], view.lengths)).astype(np.uint64)
-    value = view.ids.astype(np.int64).astype(np.uint64) << np.uint64(1)
-    if view.mask is not None:
-        value |= view.mask.astype(np.uint64)
-    token = mix64(value ^ mix64(pos))
+    lengths = view.lengths
+    n = len(view.ids)
+    idx = np.int32 if n < 2**31 - 1 else np.int64
+    pos_mix = mix64(np.arange(int(lengths.max()) if len(lengths) else 0, dtype=np.uint64))
+    pos = np.arange(n, dtype=idx)
+    pos -= np.repeat(view.offsets[:-1].astype(idx), lengths)
+    token = np.empty(n, dtype=np.uint64)
+    tmp = np.empty(min(n, _HASH_CHUNK), dtype=np.uint64)
+    mask = view.mask.view(np.uint8) if view.mask is not None else None
+    for lo in range(0, n, _HASH_CHUNK):  # cache-sized blocks of tokens (not rows): each step stays in L2
+        hi = min(n, lo + _HASH_CHUNK)
+        out, scratch = token[lo:hi], tmp[:hi - lo]
+        np.left_shift(view.ids[lo:hi].astype(np.int64).view(np.uint64), np.uint64(1), out=out)
+        if mask is not None:
+            np.bitwise_or(out, mask[lo:hi], out=out)
+        np.take(pos_mix, pos[lo:hi], out=scratch)
+        np.bitwise_xor(out, scratch, out=out)
+        _mix64_inplace(out, scratch)
+    del pos, tmp
     with np.errstate(over="ignore"):
         sums = np.add.reduceat(token, view.offsets[:-1]) if len(token) else np.zeros(len(view.rows), np.uint64)
-    sums = np.where(view.lengths > 0, sums, np.uint64(0))  # reduceat repeats a value for empty rows
-    return mix64(sums ^ mix64(view.lengths.astype(np.uint64) + _GOLD))
+    sums = np.where(lengths > 0, sums, np.uint64(0))  # reduceat repeats a value for empty rows
+    return mix64(sums ^ mix64(lengths.astype(np.uint64) + _GOLD))
 
 
 def find_duplicates(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, list[tuple[int, int]]]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import MaskPolicy
 from ..spans.labels import Labels, Role
+from .view import in_table
 
 #: Roles that belong to an assistant turn once its header is done.
 TURN_ROLES = (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL, Role.ASSISTANT_END, Role.AFTER_ASSISTANT_END)
@@ -36,23 +37,52 @@ class AssistantTurns:
 
 
 def assistant_turns(role: np.ndarray, offsets: np.ndarray) -> AssistantTurns:
-    """Number the assistant turns of a shard from its role labels."""
+    """Number the assistant turns of a shard from its role labels.
+
+    Turns are runs: their first and last tokens are found with two neighbour
+    comparisons, and the per-token turn index and last-turn flag are spread with one
+    ``np.repeat`` each over the alternating gap/turn segments (no shard-long cumsum).
+    """
     n = len(role)
-    in_turn = _IS_TURN[role]
+    in_turn = in_table(role, _IS_TURN)
     prev = np.zeros(n, dtype=bool)
+    nxt = np.zeros(n, dtype=bool)
     if n:
         prev[1:] = in_turn[:-1]
-        firsts = offsets[:-1][np.diff(offsets) > 0]
+        nxt[:-1] = in_turn[1:]
+        lengths = np.diff(offsets)
+        firsts = offsets[:-1][lengths > 0]
         prev[firsts] = False  # a row start always opens a new run
-    start = in_turn & ~prev
-    index = np.cumsum(start, dtype=np.int64) - 1
-    index = np.where(in_turn, index, -1)
-    starts = np.flatnonzero(start)
+        nxt[firsts[firsts > 0] - 1] = False  # and the token before it closes one
+    starts = np.flatnonzero(in_turn & ~prev)
+    ends = np.flatnonzero(in_turn & ~nxt)
     row_of_turn = np.searchsorted(offsets, starts, side="right") - 1
     is_last_turn = np.ones(len(starts), dtype=bool)
     is_last_turn[:-1] = row_of_turn[1:] != row_of_turn[:-1]
-    last = in_turn & is_last_turn[np.maximum(index, 0)] if len(starts) else np.zeros(n, dtype=bool)
+    t = len(starts)
+    seg_len = np.empty(2 * t + 1, dtype=np.int64)
+    seg_len[1::2] = ends - starts + 1
+    seg_len[0:-1:2] = starts - np.concatenate(([0], ends + 1))[:t]
+    seg_len[-1] = n - (ends[-1] + 1 if t else 0)
+    seg_index = np.full(2 * t + 1, -1, dtype=np.int64)
+    seg_index[1::2] = np.arange(t)
+    seg_last = np.zeros(2 * t + 1, dtype=bool)
+    seg_last[1::2] = is_last_turn
+    index = np.repeat(seg_index, seg_len)
+    last = np.repeat(seg_last, seg_len)
     return AssistantTurns(in_turn, index, last, starts, row_of_turn)
+
+
+def turns_of(labels: Labels, offsets: np.ndarray) -> AssistantTurns:
+    """:func:`assistant_turns` of a shard's labels, computed once and shared by every policy check.
+
+    Kept on the Labels object, so it lives exactly as long as the shard's labels.
+    """
+    cached = labels.__dict__.get("_assistant_turns")
+    if cached is None or cached[0] is not offsets:
+        cached = (offsets, assistant_turns(labels.role, offsets))
+        labels.__dict__["_assistant_turns"] = cached
+    return cached[1]
 
 
 def _role_table(policy: MaskPolicy) -> np.ndarray:
@@ -72,7 +102,7 @@ def allowed_tokens(labels: Labels, turns: AssistantTurns, policy: MaskPolicy,
     ``opener`` (from :func:`opener_tokens`) marks reasoning openers; with
     ``reasoning_opener = "context"`` they belong to the generation prompt and may not.
     """
-    allowed = _role_table(policy)[labels.role]
+    allowed = in_table(labels.role, _role_table(policy))
     reasoning = labels.role == Role.REASONING
     allowed |= reasoning & np.where(turns.last, policy.reasoning_final, policy.reasoning_earlier)
     allowed &= turns.in_turn  # roles outside assistant turns are never allowed (belt and braces)

@@ -42,7 +42,7 @@ def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
     """
     if offsets is None:
         offsets = np.array([0, len(mask)], dtype=np.int64)
-    turns = policy_mod.assistant_turns(labels.role, offsets)
+    turns = policy_mod.turns_of(labels, offsets)
     opener = None
     if policy.reasoning_opener == "context" and ids is not None:
         opener = policy_mod.opener_tokens(ids, labels, newline_lead)
@@ -82,7 +82,7 @@ def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels,
     codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
     if len(rows):
         # Name the rule broken: a role the policy forbids, or an allowed role in the wrong place.
-        turns = policy_mod.assistant_turns(labels.role, view.offsets)
+        turns = policy_mod.turns_of(labels, view.offsets)
         role_ok = policy_mod.allowed_tokens(labels, turns, dataclasses.replace(policy, turns="all"))[at]
         reasoning = codes == Role.REASONING
         codes[reasoning] = np.where(turns.last[at[reasoning]], _REASONING_FINAL, _REASONING_EARLIER)
@@ -117,7 +117,7 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
         return CheckResult("mask_covers_assistant_spans", a.shard.id, skipped=(
             "mask completeness not declared: set [mask] completeness = \"all\" or \"last\" in the contract, "
             "or --mask-policy completeness=all"))
-    turns = policy_mod.assistant_turns(labels.role, view.offsets)
+    turns = policy_mod.turns_of(labels, view.offsets)
     need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len, newline_lead)
     missing = need & ~view.mask
     rows, first = first_per_row(np.flatnonzero(missing), view.offsets)

@@ -17,6 +17,7 @@ from ..config import MaskPolicy
 from ..explain import LEGEND, excerpt
 from ..spans import chatml
 from ..spans.labels import ASSISTANT_PARTS, ROLE_NAMES, Labels, Role
+from ..spans.resolve import make_oracle
 from ..vocab import Vocabulary
 
 
@@ -31,11 +32,12 @@ def policy_from(values: dict[str, Any] | None, base: MaskPolicy | None = None) -
 class Oracle:
     vocab: Vocabulary
     policy: MaskPolicy
-    profile: chatml.ChatMLProfile
+    profile: object  # a ChatMLProfile (fast path) or a CompiledProfile of any template family
 
     @classmethod
     def build(cls, vocab: Vocabulary, policy: MaskPolicy) -> "Oracle":
-        return cls(vocab, policy, chatml.ChatMLProfile.from_vocabulary(vocab))
+        """The tokenizer's template family, as a dataset run would choose it (--template-profile auto)."""
+        return cls(vocab, policy, make_oracle(vocab).labeller_profile)
 
     def labels_for(self, ids: list[int] | np.ndarray, max_len: int) -> Labels:
         arr = np.asarray(ids, dtype=np.int64)

@@ -145,14 +145,29 @@ def _counts_json(counts: tuple | None) -> dict[str, list[int]] | None:
     return None if counts is None else {"ids": counts[0].tolist(), "counts": counts[1].tolist()}
 
 
+#: Machine-read sections (per-shard records, sparse id counts): written compact, because
+#: ``json.dump(indent=...)`` falls back to the pure-Python encoder, which took 4 s of a
+#: 17 s run on 100 K rows (7.7 MB of "raw"), growing with the number of shards.
+_COMPACT_KEYS = {"raw", "supervised_id_counts"}
+
+
+def _dumps_summary(summary: dict[str, Any]) -> str:
+    """summary.json text: human-read sections indented, machine-read ones on one line each."""
+    parts = []
+    for key, value in summary.items():
+        body = (json.dumps(value, separators=(",", ":")) if key in _COMPACT_KEYS
+                else json.dumps(value, indent=2).replace("\n", "\n  "))
+        parts.append(f"  {json.dumps(key)}: {body}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def write_summary(summary: dict[str, Any], report_dir: Path) -> Path:
     """Write atomically so a reader never sees half a file."""
     report_dir.mkdir(parents=True, exist_ok=True)
     target = report_dir / "summary.json"
     fd, tmp = tempfile.mkstemp(prefix=".summary-", dir=report_dir)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=2, sort_keys=False)
-        fh.write("\n")
+        fh.write(_dumps_summary(summary))
     os.chmod(tmp, 0o644)
     os.replace(tmp, target)
     return target
