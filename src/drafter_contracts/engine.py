@@ -343,7 +343,7 @@ class Engine:
         # --split run sample exactly the rows one machine would have.
         k = drift.rows_per_shard(self.contract.drift.sample_rows, len(self.all_shards))
         picked = drift.global_sample(self.shards, k, self.contract.drift.seed)
-        part = self.dataset.table.take(picked)
+        part = self.dataset.take_rows(picked)  # sorted by global_sample
         a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),
                         _list_column(part.column("loss_mask")) if "loss_mask" not in self.column_problems else None,
                         None, None)
