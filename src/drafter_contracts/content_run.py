@@ -15,6 +15,7 @@ import pytest
 
 from .checks.content import find_duplicates
 from .results import CheckResult, Violation
+from .wire import unpack
 
 HASHES_KEY = "drafter_contracts.row_hashes"
 MAX_PAIRS = 20
@@ -28,6 +29,7 @@ class PayloadCollector:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        unpack(report)
         kept = []
         for key, value in report.user_properties:
             if key == HASHES_KEY:

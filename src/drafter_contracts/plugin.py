@@ -31,6 +31,7 @@ from .report.summary import (DETAILS_KEY, RESULT_KEY, STATS_KEY, Recorder, build
                              write_summary)
 from .results import CheckResult
 from .vocab import BUILTIN_PREFIX, load_vocabulary
+from .wire import WirePacker, unpack
 
 ENGINE_KEY = pytest.StashKey[Engine]()
 STATS_SENT_KEY = pytest.StashKey[set]()
@@ -160,7 +161,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[ENGINE_KEY] = build_engine(config)
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
-    if not hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        config.pluginmanager.register(WirePacker(frozenset((RESULT_KEY, STATS_KEY, DETAILS_KEY)), frozenset((HASHES_KEY,))),
+                                      "drafter_contracts_wire")
+    else:
         try:
             run = ContractRun(config.stash[ENGINE_KEY], *_baseline_options(config))
         except UsageProblem as exc:
@@ -172,6 +176,10 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.xmlpath = str(Path(config.getoption("report_dir")).expanduser() / "junit.xml")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE_DIR)]  # no test paths given: run the contract suite
+        # Hypothesis's plugin imports hypothesis in its terminal summary (1-3 s when pytest cannot cache
+        # its rewritten modules, e.g. under PYTHONDONTWRITEBYTECODE); the contract suite has no hypothesis test.
+        if config.pluginmanager.has_plugin("hypothesispytest"):
+            config.pluginmanager.unregister(name="hypothesispytest")
     # Keep all tests of a shard on one worker so the shard is read and labelled once.
     if getattr(config.option, "dist", "no") == "load" and not _explicit_dist(config):
         config.option.dist = "loadgroup"
@@ -310,6 +318,7 @@ class ContractRun:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        unpack(report)
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             reason = None
             if report.skipped and isinstance(report.longrepr, tuple):

@@ -38,11 +38,12 @@ def _jsonable(value: Any) -> bool:
 
 
 def raw_record(nodeid: str, outcome: str, props: dict[str, Any], reason: str | None) -> dict[str, Any]:
-    """One recorded test report in replayable form (what ``Recorder.add`` was given)."""
+    """One recorded test report in replayable form (what ``Recorder.add`` was given, less the shard
+    stats: those are in the summary's own ``shards`` section, and checking them here cost seconds)."""
     m = _SHARD_IN_NODEID.search(nodeid)
     return {"nodeid": nodeid, "outcome": outcome, "reason": reason,
             "shard": int(m.group(1)) if m else None,
-            "props": {k: v for k, v in props.items() if _jsonable(v)}}
+            "props": {k: v for k, v in props.items() if k != STATS_KEY and _jsonable(v)}}
 
 
 def split_section(engine: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -50,10 +51,8 @@ def split_section(engine: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
     from ..dataset import plan_identity
 
     k, n = engine.split or (1, 1)
-    # Shard stats are in the summary's own ``shards`` section already: keep them out of the records.
     # Deep copies: the summary later adds decoded excerpts to its examples, which the records must not carry.
-    slim = [{**r, "props": copy.deepcopy({key: v for key, v in r["props"].items() if key != STATS_KEY})}
-            for r in records]
+    slim = [{**r, "props": copy.deepcopy(r["props"])} for r in records]
     return {
         "split": {"k": k, "n": n, "shards_total": len(engine.all_shards),
                   "shards": [s.index for s in engine.shards],

@@ -1,0 +1,51 @@
+"""The worker -> controller encoding of contract results (xdist transport)."""
+
+import numpy as np
+import pytest
+
+from drafter_contracts.report.profile import merged_counts, sparse_counts
+from drafter_contracts.wire import WIRE_KEY, decode, encode, pack, unpack
+
+
+def _report(when: str, props: list, outcome: str = "passed") -> pytest.TestReport:
+    return pytest.TestReport("t.py::test_x[s]", ("t.py", 0, "test_x"), {}, outcome, None, when, user_properties=props)
+
+
+def test_arrays_travel_as_raw_buffers_and_come_back_equal():
+    counts = sparse_counts(np.array([5, 3, 5, 7, 7, 7], dtype=np.int32))
+    props = [("drafter_contracts.stats", {"shard": 2, "tokens": np.int64(6), "supervised_id_counts": counts,
+                                          "hist": [1, 2, 3]})]
+    text, dtypes, buffers = encode(props)
+    assert b"supervised_id_counts" in text and b"[3,5,7]" not in text  # the ids are not JSON numbers
+    ((key, back),) = decode((text, dtypes, buffers))
+    assert key == "drafter_contracts.stats" and back["tokens"] == 6 and back["hist"] == [1, 2, 3]
+    assert back["supervised_id_counts"]["ids"].tolist() == [3, 5, 7]
+    assert back["supervised_id_counts"]["counts"].tolist() == [1, 2, 3]
+
+
+def test_properties_ride_on_the_call_report_only():
+    keys, binary = frozenset({"r"}), frozenset({"h"})
+    props = [("r", {"ok": True}), ("h", {"rows": b"\x00" * 8}), ("other", 1)]
+    setup, call, teardown = _report("setup", []), _report("call", list(props)), _report("teardown", list(props))
+    for r in (setup, call, teardown):
+        pack(r, keys, binary)
+    assert teardown.user_properties == [("other", 1)]
+    assert [k for k, _ in call.user_properties] == ["h", "other", WIRE_KEY]
+    unpack(call)
+    unpack(call)  # idempotent: two controller plugins may both unpack
+    assert dict(call.user_properties) == {"h": {"rows": b"\x00" * 8}, "other": 1, "r": {"ok": True}}
+
+
+def test_a_failed_setup_report_keeps_its_properties():
+    r = _report("setup", [("r", {"x": 1})], outcome="failed")
+    pack(r, frozenset({"r"}))
+    unpack(r)
+    assert dict(r.user_properties) == {"r": {"x": 1}}
+
+
+def test_merged_counts_sum_exactly_across_parts_and_list_inputs():
+    a = sparse_counts(np.array([1, 1, 4], dtype=np.int32))
+    b = {"ids": [1, 9], "counts": [10, 2]}  # a merged summary's JSON lists
+    ids, counts = merged_counts([{"supervised_id_counts": a}, {"supervised_id_counts": b}])
+    assert ids.tolist() == [1, 4, 9] and counts.tolist() == [12, 1, 2]
+    assert merged_counts([{"supervised_id_counts": None}]) is None
