@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from drafter_contracts.engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS
+from drafter_contracts.engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, SHARD_CHECKS
 from drafter_contracts.fixtures.mutants import MUTANTS
 
 FIXTURE_ROWS = 2000
@@ -110,8 +111,13 @@ def test_each_mutant_is_caught_by_its_contract(pytester, mutant_dirs, common_arg
     failed = {f"test_{k}" for k, v in verdicts(summary).items() if v == "fail"}
     assert failed == set(mutation.expected_failures), result.stdout.str()[-4000:]
     assert result.ret == 1
+    out = result.stdout.str()
     for test in mutation.expected_failures:
-        assert f"FAILED test_dataset_contracts.py::{test}" in result.stdout.str()
+        if test.removeprefix("test_") in SHARD_CHECKS:  # per-row contracts fail their shard's test, by name
+            assert "FAILED test_dataset_contracts.py::test_row_contracts[shard-" in out
+            assert re.search(rf"contract\(s\) broken in shard-\d+\[\d+:\d+\]: .*\b{test.removeprefix('test_')}\b", out), out
+        else:
+            assert f"FAILED test_dataset_contracts.py::{test}" in out
     # The rows the mutant touched are the rows reported (for row-level corruptions).
     row_checks = [summary["checks"][t.removeprefix("test_")] for t in mutation.expected_failures]
     reported = {e["row"] for c in row_checks for e in c["examples"]}

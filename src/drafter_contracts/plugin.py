@@ -18,7 +18,7 @@ import pytest
 from .config import load_contract, parse_mask_overrides, resolve_contract_path
 from .dataset import Shard, open_dataset, parse_split
 from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, replace_in_recorder, warn_excerpts
-from .engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, Engine
+from .engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, SHARD_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
 from .report import baseline as baseline_mod
@@ -27,14 +27,13 @@ from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.html import write_html
 from .report.merge import raw_record, split_section
 from .report.profile import merged_counts
-from .report.summary import (DETAILS_KEY, RESULT_KEY, STATS_KEY, Recorder, build_summary, terminal_lines,
-                             write_summary)
+from .report.summary import (DETAILS_KEY, RESULT_KEY, RESULTS_KEY, STATS_KEY, Recorder, build_summary,
+                             terminal_lines, write_summary)
 from .results import CheckResult
 from .vocab import BUILTIN_PREFIX, load_vocabulary
 from .wire import WirePacker, unpack
 
 ENGINE_KEY = pytest.StashKey[Engine]()
-STATS_SENT_KEY = pytest.StashKey[set]()
 SUITE_DIR = Path(str(resources.files("drafter_contracts").joinpath("contracts")))
 
 
@@ -138,14 +137,8 @@ def _baseline_options(config: pytest.Config) -> tuple[Path | None, dict | None, 
     return (Path(compare).expanduser() if compare else None), doc, save_path
 
 
-def _explicit_dist(config: pytest.Config) -> bool:
-    return any(a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    # Registered here too so --strict-markers accepts it when xdist is disabled (-p no:xdist).
-    config.addinivalue_line("markers", "xdist_group(name): run tests of one shard on one xdist worker")
     if config.getoption("masker") or config.getoption("hypothesis_profile", None):
         # Before hypothesis's own pytest_configure loads --hypothesis-profile (this hook is tryfirst).
         # Not at import: importing hypothesis costs 1-4 s that a dataset run does not need.
@@ -162,7 +155,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
     if hasattr(config, "workerinput"):
-        config.pluginmanager.register(WirePacker(frozenset((RESULT_KEY, STATS_KEY, DETAILS_KEY)), frozenset((HASHES_KEY,))),
+        config.pluginmanager.register(WirePacker(frozenset((RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY)), frozenset((HASHES_KEY,))),
                                       "drafter_contracts_wire")
     else:
         try:
@@ -180,9 +173,6 @@ def pytest_configure(config: pytest.Config) -> None:
         # its rewritten modules, e.g. under PYTHONDONTWRITEBYTECODE); the contract suite has no hypothesis test.
         if config.pluginmanager.has_plugin("hypothesispytest"):
             config.pluginmanager.unregister(name="hypothesispytest")
-    # Keep all tests of a shard on one worker so the shard is read and labelled once.
-    if getattr(config.option, "dist", "no") == "load" and not _explicit_dist(config):
-        config.option.dist = "loadgroup"
 
 
 def _configure_properties(config: pytest.Config) -> None:
@@ -226,18 +216,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if _engine(config) is None:
         return
-    # Shard-major order: a shard's contracts run back to back, then its arrays are dropped.
-    def key(item: pytest.Item) -> tuple[int, int]:
+    # Dataset-level tests first (drift loads the tokenizer: start it early), then shards in order.
+    def key(item: pytest.Item) -> int:
         spec = getattr(item, "callspec", None)
         shard = spec.params.get("shard") if spec is not None else None
-        return (shard.index if isinstance(shard, Shard) else -1, 0)
+        return shard.index if isinstance(shard, Shard) else -1
 
     items.sort(key=key)
+    # -k NAME selects the tests that feed contract NAME: a shard's test runs every per-row contract
+    # and sends the counts token_freq is checked against at the controller.
+    names = dict.fromkeys((*SHARD_CHECKS, "token_freq"), 1)
     for item in items:
         spec = getattr(item, "callspec", None)
-        shard = spec.params.get("shard") if spec is not None else None
-        if isinstance(shard, Shard):
-            item.add_marker(pytest.mark.xdist_group(f"shard-{shard.index:05d}"))
+        if spec is not None and isinstance(spec.params.get("shard"), Shard):
+            item.extra_keyword_matches.update(names)
 
 
 @pytest.fixture(scope="session")
@@ -259,39 +251,37 @@ def check_dataset(request: pytest.FixtureRequest, engine: Engine, check: str) ->
         pytest.fail(format_failure(result, engine), pytrace=False)
 
 
-def _send_stats_once(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> None:
-    """Attach the shard's stats to the first of its tests in this process (they hold sparse id counts:
-    sent with every test they cost -n 2 more than the checks, 81 s against 35 s on 100 K rows)."""
-    sent = request.config.stash.setdefault(STATS_SENT_KEY, set())
-    if shard.index not in sent:
-        stats = engine.stats(shard)
-        request.node.user_properties.append((STATS_KEY, stats))
-        if stats is not None:
-            sent.add(shard.index)
+def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> None:
+    """Body of a shard's test: every per-row and content contract, each keeping its own result.
 
-
-def check_shard(request: pytest.FixtureRequest, engine: Engine, shard: Shard, check: str) -> None:
-    """Body of a per-shard contract test."""
-    _send_stats_once(request, engine, shard)
-    result = engine.shard_check(shard, check)
-    request.node.user_properties.append((RESULT_KEY, result.to_dict()))
-    if result.skipped:
-        pytest.skip(result.skipped)
-    if not result.ok:
-        pytest.fail(format_failure(result, engine), pytrace=False)
-
-
-def check_content(request: pytest.FixtureRequest, engine: Engine, shard: Shard, check: str) -> None:
-    """Body of a per-shard suspicious-content or drift test: report-only results warn and pass."""
-    _send_stats_once(request, engine, shard)
-    result = engine.shard_check(shard, check)
-    if check == "duplicate_rows" and result.skipped is None:
-        request.node.user_properties.append((HASHES_KEY, hashes_payload(shard.index, *engine.row_hashes(shard))))
-    request.node.user_properties.append((RESULT_KEY, result.to_dict()))
-    if result.skipped:
-        pytest.skip(result.skipped)
-    if not result.ok and not result.report_only:
-        pytest.fail(format_failure(result, engine), pytrace=False)
+    One test per shard, not one per contract and shard: pytest and xdist cost about
+    2 ms a test, which for 15 contracts on 92 shards was more than the checks of the
+    whole dataset at -n 2. ``seconds`` of a result is that contract's own time; the
+    shared read, labelling and stats of the shard are timed apart.
+    """
+    props = request.node.user_properties
+    t0 = time.perf_counter()
+    stats = engine.stats(shard)
+    shared = time.perf_counter() - t0
+    if stats is not None:
+        stats = {**stats, "seconds": round(shared, 6)}
+    props.append((STATS_KEY, stats))
+    results, failures = [], []
+    for check in SHARD_CHECKS:
+        t0 = time.perf_counter()
+        result = engine.shard_check(shard, check)
+        if check == "duplicate_rows" and result.skipped is None:
+            props.append((HASHES_KEY, hashes_payload(shard.index, *engine.row_hashes(shard))))
+        results.append({**result.to_dict(), "seconds": time.perf_counter() - t0})
+        if result.skipped is None and not result.ok and not result.report_only:
+            failures.append(result)
+    props.append((RESULTS_KEY, results))
+    if failures:
+        head = (f"{len(failures)} contract(s) broken in {shard.id}: "
+                + ", ".join(f"{r.check} ({r.rows_violating:,} rows)" if r.rows_violating else r.check for r in failures))
+        pytest.fail("\n\n".join([head, *(format_failure(r, engine) for r in failures)]), pytrace=False)
+    if all(r["skipped"] for r in results):
+        pytest.skip("; ".join(dict.fromkeys(r["skipped"] for r in results)))
 
 
 class ContractRun:
@@ -329,7 +319,7 @@ class ContractRun:
             if self._module_prefix is None and "::" in report.nodeid:
                 self._module_prefix = report.nodeid.split("::", 1)[0]
         # Per-shard stats are for summary.json; keep them out of junit.xml properties.
-        ours = (RESULT_KEY, STATS_KEY, DETAILS_KEY)
+        ours = (RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY)
         report.user_properties = [(k, v) for k, v in report.user_properties if k not in ours]
 
     def report_global(self, session: pytest.Session, result: CheckResult, details: list[str]) -> None:
@@ -411,6 +401,8 @@ class ContractRun:
         meta = self._meta()
         if engine.oracle is not None:
             meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
+        stats = [self.recorder.stats[k] for k in sorted(self.recorder.stats)]
+        self.report_global(session, engine.token_freq(merged_counts(stats) if stats else None, len(stats)), [])
         if self.baseline is not None:
             self._baseline_check(session, meta)
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)

@@ -18,6 +18,8 @@ from .profile import dataset_profile, merged_counts
 
 SCHEMA_VERSION = 2
 RESULT_KEY = "drafter_contracts.result"
+#: Several contracts' results from one test (a shard's test runs every per-row contract).
+RESULTS_KEY = "drafter_contracts.results"
 STATS_KEY = "drafter_contracts.stats"
 #: Lines a global check explains itself with (e.g. the baseline diff), kept in summary.json.
 DETAILS_KEY = "drafter_contracts.details"
@@ -37,9 +39,17 @@ class Recorder:
         self.outcomes[nodeid] = outcome
         if STATS_KEY in props and props[STATS_KEY] is not None:
             self.stats[int(props[STATS_KEY]["shard"])] = props[STATS_KEY]
-        result = props.get(RESULT_KEY)
-        if result is None:
-            return
+        if props.get(RESULT_KEY) is not None:
+            self._add(props[RESULT_KEY], outcome, skip_reason, duration, props.get(DETAILS_KEY))
+        for result in props.get(RESULTS_KEY) or ():
+            # One test carried several contracts: each one's outcome is its own result's.
+            own = ("skipped" if result["skipped"] else
+                   "failed" if (result["rows_violating"] or result["message"]) and not result.get("report_only")
+                   else "passed")
+            self._add(result, own, None, float(result.get("seconds", 0.0)), None)
+
+    def _add(self, result: dict[str, Any], outcome: str, skip_reason: str | None, duration: float,
+             details: list[str] | None) -> None:
         c = self.checks.setdefault(result["check"], {
             "tests": 0, "passed": 0, "failed": 0, "skipped": 0, "rows_checked": 0, "rows_violating": 0,
             "by_reason": defaultdict(int), "examples": [], "messages": [], "skip_reasons": [], "seconds": 0.0})
@@ -54,8 +64,8 @@ class Recorder:
         c["report_only"] = c.get("report_only", False) or bool(result.get("report_only"))
         if result["message"]:
             c["messages"].append(result["message"])
-        if props.get(DETAILS_KEY):
-            c["details"] = list(props[DETAILS_KEY])
+        if details:
+            c["details"] = list(details)
         reason = result["skipped"] or skip_reason
         if reason and reason not in c["skip_reasons"]:
             c["skip_reasons"].append(reason)
