@@ -136,7 +136,12 @@ def _role_table(policy: MaskPolicy) -> np.ndarray:
     return allowed
 
 
-def allowed_tokens(labels: Labels, turns: AssistantTurns, policy: MaskPolicy,
+def needs_turns(policy: MaskPolicy) -> bool:
+    """Whether the allowed/required tokens depend on which turn a token is in (else role alone decides)."""
+    return policy.reasoning_final != policy.reasoning_earlier or policy.turns == "last" or policy.completeness == "last"
+
+
+def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPolicy,
                    opener: np.ndarray | None = None) -> np.ndarray:
     """Bool per token: may carry loss under the policy (soundness).
 
@@ -145,7 +150,7 @@ def allowed_tokens(labels: Labels, turns: AssistantTurns, policy: MaskPolicy,
     Reasoning whose permission is the same in every turn goes in the role table, so the
     common policies cost one table test per token and never build per-token ``last``.
     Every role the table allows is a turn role, so allowed tokens are in assistant
-    turns by construction.
+    turns by construction. ``turns`` may be None when not :func:`needs_turns`.
     """
     table = _role_table(policy)
     split_reasoning = policy.reasoning_final != policy.reasoning_earlier
@@ -211,7 +216,7 @@ def opener_tokens(ids: np.ndarray, labels: Labels, newline_lead: np.ndarray | No
     return out
 
 
-def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns: AssistantTurns,
+def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns: AssistantTurns | None,
                     policy: MaskPolicy, max_len: int, newline_lead: np.ndarray | None = None) -> np.ndarray:
     """Bool per token: must be supervised under the policy's completeness (all False when off).
 
@@ -219,14 +224,15 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
     as much as to the content) and, with ``reasoning_opener = "context"``, the opener a
     generation prompt already holds. With ``completeness = "last"``, a row cut at max_len
     whose last token is outside an assistant turn lost its last turn to the cut: its
-    visible turns are context, so nothing in it is required.
+    visible turns are context, so nothing in it is required. ``turns`` may be None when
+    not :func:`needs_turns`.
     """
     n = len(ids)
     if policy.completeness == "off" or n == 0:
         return np.zeros(n, dtype=bool)
     opener = opener_tokens(ids, labels, newline_lead) if policy.reasoning_opener == "context" else None
     need = allowed_tokens(labels, turns, policy, opener)
-    need &= ~labels.boundary
+    np.greater(need, labels.boundary, out=need)  # need & ~boundary, one pass
     if policy.completeness == "last":
         # Turn-level: only the tokens of last turns, and not in rows whose last turn the cut took.
         lengths = np.diff(offsets)
