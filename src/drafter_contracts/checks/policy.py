@@ -5,8 +5,10 @@ shared conventions (a header is ``Role.HEADER``; an assistant body is ASSISTANT 
 REASONING / TOOL_CALL; then ASSISTANT_END and AFTER_ASSISTANT_END) gets per-turn
 policies for free. An assistant turn is a run of assistant-turn roles: runs are
 broken by headers, other roles and row starts. Everything is vectorized over the
-shard: one ``cumsum`` numbers the turns, one comparison of neighbours finds each
-row's last turn.
+shard: one comparison of neighbours finds the turn edges, and turns are kept at the
+turn level (starts, ends, row, last-in-row); per-token turn arrays are built only
+when a policy needs them (reasoning split by turn, ``turns``/``completeness`` =
+"last"), and a failing check reads turn facts at its failing positions only.
 """
 
 from __future__ import annotations
