@@ -5,13 +5,15 @@ shared conventions (a header is ``Role.HEADER``; an assistant body is ASSISTANT 
 REASONING / TOOL_CALL; then ASSISTANT_END and AFTER_ASSISTANT_END) gets per-turn
 policies for free. An assistant turn is a run of assistant-turn roles: runs are
 broken by headers, other roles and row starts. Everything is vectorized over the
-shard: one ``cumsum`` numbers the turns, one comparison of neighbours finds each
-row's last turn.
+shard: one comparison of neighbours finds the turn edges, and turns are kept at the
+turn level (starts, ends, row, last-in-row); per-token turn arrays are built only
+when a policy needs them (reasoning split by turn, ``turns``/``completeness`` =
+"last"), and a failing check reads turn facts at its failing positions only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -25,52 +27,93 @@ _IS_TURN = np.zeros(256, dtype=bool)
 _IS_TURN[list(TURN_ROLES)] = True
 
 
-@dataclass
 class AssistantTurns:
-    """Per token: is it in an assistant turn, which one (shard-global index, -1 outside), is it its row's last."""
+    """The assistant turns of a shard: kept at the turn level, per-token views built on demand.
 
-    in_turn: np.ndarray  # bool
-    index: np.ndarray  # int64, -1 outside assistant turns
-    last: np.ndarray  # bool: in the last assistant turn of its row
-    starts: np.ndarray  # flat position of each turn's first token
-    row_of_turn: np.ndarray  # view row of each turn
+    ``starts``/``ends`` (flat, inclusive), ``row_of_turn`` and ``is_last_turn`` are small;
+    ``in_turn`` is one bool per token. ``index`` (int64 per token) and ``last`` (bool per
+    token) cost a shard-long ``np.repeat`` each, so they are computed only when read:
+    the mask checks ask turn-level questions (:meth:`index_at`, :meth:`last_at`,
+    :meth:`supervised`) and only read per-token ``last`` when the policy splits turns.
+    """
+
+    def __init__(self, in_turn: np.ndarray, starts: np.ndarray, ends: np.ndarray, row_of_turn: np.ndarray) -> None:
+        self.in_turn = in_turn  # bool per token
+        self.starts = starts  # flat position of each turn's first token
+        self.ends = ends  # flat position of each turn's last token
+        self.row_of_turn = row_of_turn  # view row of each turn
+        self.is_last_turn = np.ones(len(starts), dtype=bool)
+        self.is_last_turn[:-1] = row_of_turn[1:] != row_of_turn[:-1]
+
+    def _spread(self, inside: np.ndarray, outside, dtype) -> np.ndarray:
+        """Per-token array: ``inside[t]`` on the tokens of turn t, ``outside`` elsewhere (one repeat)."""
+        n, t = len(self.in_turn), len(self.starts)
+        seg_len = np.empty(2 * t + 1, dtype=np.int64)
+        seg_len[1::2] = self.ends - self.starts + 1
+        seg_len[0:-1:2] = self.starts - np.concatenate(([0], self.ends + 1))[:t]
+        seg_len[-1] = n - (self.ends[-1] + 1 if t else 0)
+        seg = np.full(2 * t + 1, outside, dtype=dtype)
+        seg[1::2] = inside
+        return np.repeat(seg, seg_len)
+
+    @cached_property
+    def index(self) -> np.ndarray:
+        """int64 per token: shard-global turn index, -1 outside assistant turns."""
+        return self._spread(np.arange(len(self.starts)), -1, np.int64)
+
+    @cached_property
+    def last(self) -> np.ndarray:
+        """bool per token: in the last assistant turn of its row."""
+        return self._spread(self.is_last_turn, False, bool)
+
+    def index_at(self, pos: np.ndarray) -> np.ndarray:
+        """Turn index of a few flat positions (-1 outside assistant turns), without the per-token array."""
+        t = np.searchsorted(self.starts, pos, side="right") - 1
+        inside = (t >= 0) & (pos <= self.ends[np.maximum(t, 0)] if len(self.ends) else False)
+        return np.where(inside, t, -1)
+
+    def last_at(self, pos: np.ndarray) -> np.ndarray:
+        """``last[pos]`` for a few flat positions."""
+        t = self.index_at(pos)
+        return (t >= 0) & self.is_last_turn[np.maximum(t, 0)] if len(self.starts) else np.zeros(len(pos), bool)
+
+    def supervised(self, prefix: np.ndarray) -> np.ndarray:
+        """Supervised tokens of each turn, from the shard's supervised prefix sum (``RowView.supervised_prefix``)."""
+        return prefix[self.ends + 1].astype(np.int64) - prefix[self.starts]
 
 
 def assistant_turns(role: np.ndarray, offsets: np.ndarray) -> AssistantTurns:
     """Number the assistant turns of a shard from its role labels.
 
-    Turns are runs: their first and last tokens are found with two neighbour
-    comparisons, and the per-token turn index and last-turn flag are spread with one
-    ``np.repeat`` each over the alternating gap/turn segments (no shard-long cumsum).
+    Turns are runs: their edges are where ``in_turn`` changes between neighbours (one
+    comparison, few hits), plus the row starts that fall inside a run (a row start
+    always opens a new run). Per-token index and last-turn flag are left to the lazy
+    properties of :class:`AssistantTurns`.
     """
     n = len(role)
     in_turn = in_table(role, _IS_TURN)
-    prev = np.zeros(n, dtype=bool)
-    nxt = np.zeros(n, dtype=bool)
-    if n:
-        prev[1:] = in_turn[:-1]
-        nxt[:-1] = in_turn[1:]
-        lengths = np.diff(offsets)
-        firsts = offsets[:-1][lengths > 0]
-        prev[firsts] = False  # a row start always opens a new run
-        nxt[firsts[firsts > 0] - 1] = False  # and the token before it closes one
-    starts = np.flatnonzero(in_turn & ~prev)
-    ends = np.flatnonzero(in_turn & ~nxt)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return AssistantTurns(in_turn, empty, empty, empty)
+    change = np.flatnonzero(in_turn[1:] != in_turn[:-1]) + 1  # first token after each edge
+    opens = in_turn[change]
+    lengths = np.diff(offsets)
+    firsts = offsets[:-1][lengths > 0]
+    inner = firsts[firsts > 0]
+    split = inner[in_turn[inner] & in_turn[inner - 1]]  # row start inside a run: ends one turn, opens the next
+    starts = change[opens]
+    after = change[~opens]  # one past each turn's last token
+    if in_turn[0]:
+        starts = np.concatenate(([0], starts))
+    if in_turn[-1]:
+        after = np.concatenate((after, [n]))
+    if len(split):
+        starts = np.sort(np.concatenate((starts, split)))
+        after = np.sort(np.concatenate((after, split)))
+    starts = starts.astype(np.int64, copy=False)
+    ends = after.astype(np.int64, copy=False) - 1
     row_of_turn = np.searchsorted(offsets, starts, side="right") - 1
-    is_last_turn = np.ones(len(starts), dtype=bool)
-    is_last_turn[:-1] = row_of_turn[1:] != row_of_turn[:-1]
-    t = len(starts)
-    seg_len = np.empty(2 * t + 1, dtype=np.int64)
-    seg_len[1::2] = ends - starts + 1
-    seg_len[0:-1:2] = starts - np.concatenate(([0], ends + 1))[:t]
-    seg_len[-1] = n - (ends[-1] + 1 if t else 0)
-    seg_index = np.full(2 * t + 1, -1, dtype=np.int64)
-    seg_index[1::2] = np.arange(t)
-    seg_last = np.zeros(2 * t + 1, dtype=bool)
-    seg_last[1::2] = is_last_turn
-    index = np.repeat(seg_index, seg_len)
-    last = np.repeat(seg_last, seg_len)
-    return AssistantTurns(in_turn, index, last, starts, row_of_turn)
+    return AssistantTurns(in_turn, starts, ends, row_of_turn)
 
 
 def turns_of(labels: Labels, offsets: np.ndarray) -> AssistantTurns:
@@ -95,22 +138,68 @@ def _role_table(policy: MaskPolicy) -> np.ndarray:
     return allowed
 
 
-def allowed_tokens(labels: Labels, turns: AssistantTurns, policy: MaskPolicy,
+def needs_turns(policy: MaskPolicy) -> bool:
+    """Whether the allowed/required tokens depend on which turn a token is in (else role alone decides)."""
+    return policy.reasoning_final != policy.reasoning_earlier or policy.turns == "last" or policy.completeness == "last"
+
+
+def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPolicy,
                    opener: np.ndarray | None = None) -> np.ndarray:
     """Bool per token: may carry loss under the policy (soundness).
 
     ``opener`` (from :func:`opener_tokens`) marks reasoning openers; with
     ``reasoning_opener = "context"`` they belong to the generation prompt and may not.
+    Reasoning whose permission is the same in every turn goes in the role table, so the
+    common policies cost one table test per token and never build per-token ``last``.
+    Every role the table allows is a turn role, so allowed tokens are in assistant
+    turns by construction. ``turns`` may be None when not :func:`needs_turns`.
     """
-    allowed = in_table(labels.role, _role_table(policy))
-    reasoning = labels.role == Role.REASONING
-    allowed |= reasoning & np.where(turns.last, policy.reasoning_final, policy.reasoning_earlier)
-    allowed &= turns.in_turn  # roles outside assistant turns are never allowed (belt and braces)
+    table = _role_table(policy)
+    split_reasoning = policy.reasoning_final != policy.reasoning_earlier
+    if not split_reasoning:
+        table[Role.REASONING] = policy.reasoning_final
+    assert not (table & ~_IS_TURN).any()  # roles outside assistant turns are never allowed
+    allowed = in_table(labels.role, table)
+    if split_reasoning:
+        in_last = turns.last if policy.reasoning_final else ~turns.last
+        allowed |= (labels.role == Role.REASONING) & in_last
     if policy.turns == "last":
         allowed &= turns.last
     if policy.reasoning_opener == "context" and opener is not None:
         allowed &= ~opener
     return allowed
+
+
+def allowed_at(role_at: np.ndarray, turns_last_at: np.ndarray, policy: MaskPolicy) -> np.ndarray:
+    """:func:`allowed_tokens` with ``turns = "all"`` and no opener, at a few positions only.
+
+    ``role_at``/``turns_last_at``: the role and last-turn flag of those positions. Used to
+    name the rule a failing token breaks without a second shard-long pass.
+    """
+    table = _role_table(policy)
+    ok = table[role_at]
+    if policy.reasoning_final == policy.reasoning_earlier:
+        ok |= (role_at == Role.REASONING) & policy.reasoning_final
+    else:
+        ok |= (role_at == Role.REASONING) & np.where(turns_last_at, policy.reasoning_final, policy.reasoning_earlier)
+    return ok
+
+
+def opener_at(ids: np.ndarray, role: np.ndarray, newline_lead: np.ndarray | None, pos: np.ndarray) -> np.ndarray:
+    """``opener_tokens(ids, labels, newline_lead)[pos]`` for a few positions, reading only their neighbours."""
+    n = len(role)
+
+    def first(p: np.ndarray) -> np.ndarray:
+        r = role[np.clip(p, 0, max(n - 1, 0))] == Role.REASONING
+        prev = (p > 0) & (role[np.clip(p - 1, 0, max(n - 1, 0))] == Role.REASONING)
+        return r & ~prev
+
+    out = first(pos)
+    if newline_lead is not None and n:
+        q = np.clip(pos, 0, n - 1)
+        ok = (pos >= 1) & first(pos - 1) & (role[q] == Role.REASONING)
+        out |= ok & newline_lead[np.clip(ids[q], 0, len(newline_lead) - 1)]
+    return out
 
 
 def opener_tokens(ids: np.ndarray, labels: Labels, newline_lead: np.ndarray | None) -> np.ndarray:
@@ -129,7 +218,7 @@ def opener_tokens(ids: np.ndarray, labels: Labels, newline_lead: np.ndarray | No
     return out
 
 
-def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns: AssistantTurns,
+def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns: AssistantTurns | None,
                     policy: MaskPolicy, max_len: int, newline_lead: np.ndarray | None = None) -> np.ndarray:
     """Bool per token: must be supervised under the policy's completeness (all False when off).
 
@@ -137,19 +226,22 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
     as much as to the content) and, with ``reasoning_opener = "context"``, the opener a
     generation prompt already holds. With ``completeness = "last"``, a row cut at max_len
     whose last token is outside an assistant turn lost its last turn to the cut: its
-    visible turns are context, so nothing in it is required.
+    visible turns are context, so nothing in it is required. ``turns`` may be None when
+    not :func:`needs_turns`.
     """
     n = len(ids)
     if policy.completeness == "off" or n == 0:
         return np.zeros(n, dtype=bool)
     opener = opener_tokens(ids, labels, newline_lead) if policy.reasoning_opener == "context" else None
-    need = allowed_tokens(labels, turns, policy, opener) & ~labels.boundary
+    need = allowed_tokens(labels, turns, policy, opener)
+    np.greater(need, labels.boundary, out=need)  # need & ~boundary, one pass
     if policy.completeness == "last":
-        need &= turns.last
+        # Turn-level: only the tokens of last turns, and not in rows whose last turn the cut took.
         lengths = np.diff(offsets)
         nonempty = lengths > 0
         last_tok = offsets[1:][nonempty] - 1
         cut_elsewhere = np.zeros(len(lengths), dtype=bool)
         cut_elsewhere[nonempty] = (lengths[nonempty] >= max_len) & ~turns.in_turn[last_tok]
-        need &= ~np.repeat(cut_elsewhere, lengths)
+        keep = turns.is_last_turn & ~cut_elsewhere[turns.row_of_turn]
+        need &= turns._spread(keep, False, bool)
     return need

@@ -14,6 +14,11 @@ from . import policy as policy_mod
 from .view import RowView
 
 
+def _hits(flags: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(flags)``, skipping the scan when nothing is set (the usual case: a passing shard)."""
+    return np.flatnonzero(flags) if flags.any() else np.zeros(0, dtype=np.intp)
+
+
 def check_turns_well_formed(view: RowView, a: ShardArrays, labels: Labels) -> CheckResult:
     """Each turn opens with a header, has one known role, and closes before the next opens."""
     rows, first = first_per_row(np.flatnonzero(labels.problem), view.offsets)
@@ -42,11 +47,12 @@ def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
     """
     if offsets is None:
         offsets = np.array([0, len(mask)], dtype=np.int64)
-    turns = policy_mod.turns_of(labels, offsets)
+    turns = policy_mod.turns_of(labels, offsets) if policy_mod.needs_turns(policy) else None
     opener = None
     if policy.reasoning_opener == "context" and ids is not None:
         opener = policy_mod.opener_tokens(ids, labels, newline_lead)
-    bad = mask & ~policy_mod.allowed_tokens(labels, turns, policy, opener)
+    allowed = policy_mod.allowed_tokens(labels, turns, policy, opener)
+    bad = np.greater(mask, allowed, out=allowed) if mask.dtype == np.bool_ else mask & ~allowed  # mask & ~allowed
     if policy.boundary_tokens == "strict":
         bad |= mask & labels.boundary
     return bad
@@ -77,19 +83,21 @@ def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels,
     """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them."""
     policy = contract.mask
     bad = disallowed_supervision(view.mask, labels, policy, view.offsets, view.ids, newline_lead)
-    rows, first = first_per_row(np.flatnonzero(bad), view.offsets)
+    rows, first = first_per_row(_hits(bad), view.offsets)
     at = view.offsets[rows] + first
     codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
     if len(rows):
         # Name the rule broken: a role the policy forbids, or an allowed role in the wrong place.
+        # Only the failing positions are read: turn facts come from the turn level.
         turns = policy_mod.turns_of(labels, view.offsets)
-        role_ok = policy_mod.allowed_tokens(labels, turns, dataclasses.replace(policy, turns="all"))[at]
+        last_at = turns.last_at(at)
+        role_ok = policy_mod.allowed_at(labels.role[at], last_at, policy)
         reasoning = codes == Role.REASONING
-        codes[reasoning] = np.where(turns.last[at[reasoning]], _REASONING_FINAL, _REASONING_EARLIER)
-        earlier = role_ok & ~turns.last[at] & (policy.turns == "last")
+        codes[reasoning] = np.where(last_at[reasoning], _REASONING_FINAL, _REASONING_EARLIER)
+        earlier = role_ok & ~last_at & (policy.turns == "last")
         opener = np.zeros(len(at), dtype=bool)
         if policy.reasoning_opener == "context":
-            opener = role_ok & ~earlier & policy_mod.opener_tokens(view.ids, labels, newline_lead)[at]
+            opener = role_ok & ~earlier & policy_mod.opener_at(view.ids, labels.role, newline_lead, at)
         codes[role_ok] = _BOUNDARY  # what is left of an allowed role in an allowed place: strict boundaries
         codes[opener] = _OPENER
         codes[earlier] = _EARLIER_TURN
@@ -117,21 +125,24 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
         return CheckResult("mask_covers_assistant_spans", a.shard.id, skipped=(
             "mask completeness not declared: set [mask] completeness = \"all\" or \"last\" in the contract, "
             "or --mask-policy completeness=all"))
-    turns = policy_mod.turns_of(labels, view.offsets)
+    turns = policy_mod.turns_of(labels, view.offsets) if policy_mod.needs_turns(policy) else None
     need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len, newline_lead)
-    missing = need & ~view.mask
-    rows, first = first_per_row(np.flatnonzero(missing), view.offsets)
+    missing = np.greater(need, view.mask, out=need)  # need & ~mask, in place
+    rows, first = first_per_row(_hits(missing), view.offsets)
     at = view.offsets[rows] + first
     codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
     if len(rows):
         # A turn with no supervision at all is a different story (per-turn rows?) from a part left out of one.
-        sup = np.bincount(turns.index[turns.in_turn], weights=view.mask[turns.in_turn], minlength=len(turns.starts))
-        # So is a reasoning opener left out while the reasoning after it is supervised (a generation prompt's part).
-        op = policy_mod.opener_tokens(view.ids, labels, newline_lead)
+        # Per-turn supervision from the shard's prefix sum; openers read at and after the failing tokens.
+        turns = policy_mod.turns_of(labels, view.offsets)
+        sup = turns.supervised(view.supervised_prefix)
         last = len(view.ids) - 1
-        after = np.minimum(at + 1 + op[np.minimum(at + 1, last)], last)
-        codes[op[at] & view.mask[after] & (labels.role[after] == Role.REASONING)] = _OPENER_MISSING
-        codes[sup[turns.index[at]] == 0] = _WHOLE_TURN
+        nxt = np.minimum(at + 1, last)
+        op_at = policy_mod.opener_at(view.ids, labels.role, newline_lead, at)
+        after = np.minimum(at + 1 + policy_mod.opener_at(view.ids, labels.role, newline_lead, nxt), last)
+        codes[op_at & view.mask[after] & (labels.role[after] == Role.REASONING)] = _OPENER_MISSING
+        t = turns.index_at(at)
+        codes[(t >= 0) & (sup[np.maximum(t, 0)] == 0) if len(sup) else np.zeros(len(at), bool)] = _WHOLE_TURN
     text = {int(r): f"{ROLE_NAMES[r]} token left unsupervised" for r in Role} | _MISSING_TEXT
     scope = "every assistant turn" if policy.completeness == "all" else "the row's last assistant turn"
     text = {k: f"{v} ({scope} must be supervised)" for k, v in text.items()}

@@ -1,0 +1,192 @@
+"""The fast labeller, turn numbering and mask checks against the formulations they replaced.
+
+The marker-level labeller relabels the tokens after an opener/end marker by closed
+forms and the mask checks read turn facts at failing positions only; these property
+tests hold them to the per-token formulations (``label_reference``, and the per-token
+``assistant_turns``/``allowed_tokens``/``required_tokens`` and check details that
+the checks used before, kept here as the reference) on marker soups with every
+structural problem, random masks and every mask policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drafter_contracts.checks import policy as policy_mod
+from drafter_contracts.checks import spans
+from drafter_contracts.checks.view import RowView
+from drafter_contracts.config import MaskPolicy
+from drafter_contracts.results import first_per_row, row_result
+from drafter_contracts.spans.chatml import ChatMLProfile, label, label_reference
+from drafter_contracts.spans.labels import ROLE_NAMES, Role
+
+
+@pytest.fixture(scope="module")
+def profile(vocab) -> ChatMLProfile:
+    return ChatMLProfile.from_vocabulary(vocab)
+
+
+@pytest.fixture(scope="module")
+def alphabet(profile, vocab):
+    enc = lambda text: vocab.backend.encode(text, add_special_tokens=False).ids[0]  # noqa: E731
+    return [profile.start, profile.end, profile.newline, enc("\n\n"), enc("user"), enc("assistant"), enc("assistant"),
+            enc("system"), enc("tool"), enc("Hello"), enc(" "), enc(" world"), profile.think[0], profile.think[1],
+            profile.tool_call[0], profile.tool_call[1], enc("narrator"), -1, len(profile.role_of_id) + 7]
+
+
+def _soup(data, alphabet, profile):
+    """Rows of marker soup; half the time built from well-formed turns with damage, so clean paths are hit too."""
+    def turn(role_tok, body):
+        return [profile.start, role_tok, profile.newline] + body + [profile.end, profile.newline]
+
+    tokens = st.sampled_from(alphabet)
+    well = st.lists(st.tuples(st.sampled_from(alphabet[4:9]), st.lists(tokens, max_size=6)), max_size=4).map(
+        lambda ts: [t for r, b in ts for t in turn(r, b)])
+    row = st.one_of(st.lists(tokens, max_size=30), well)
+    rows = data.draw(st.lists(row, min_size=1, max_size=7))
+    max_len = data.draw(st.integers(1, 40))
+    rows = [r[:max_len] if data.draw(st.booleans()) else r for r in rows]
+    ids = np.array([i for r in rows for i in r], dtype=data.draw(st.sampled_from([np.int32, np.int64])))
+    offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
+    return rows, ids, offsets, max_len
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.data())
+def test_fast_labels_equal_reference(profile, alphabet, data):
+    rows, ids, offsets, max_len = _soup(data, alphabet, profile)
+    fast = label(ids, offsets, profile, max_len)
+    ref = label_reference(ids, offsets, profile, max_len)
+    for field in ("role", "boundary", "problem"):
+        got, want = getattr(fast, field), getattr(ref, field)
+        assert got.dtype == want.dtype, field
+        np.testing.assert_array_equal(got, want, err_msg=f"{field} differs on {rows} (max_len {max_len})")
+
+
+# --------------------------------------------------------------------------- reference formulations
+
+def _ref_turns(role: np.ndarray, offsets: np.ndarray):
+    """The per-token turn numbering the checks used before (index/last spread over every token)."""
+    n = len(role)
+    in_turn = np.isin(role, policy_mod.TURN_ROLES)
+    prev, nxt = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    if n:
+        prev[1:], nxt[:-1] = in_turn[:-1], in_turn[1:]
+        firsts = offsets[:-1][np.diff(offsets) > 0]
+        prev[firsts] = False
+        nxt[firsts[firsts > 0] - 1] = False
+    starts, ends = np.flatnonzero(in_turn & ~prev), np.flatnonzero(in_turn & ~nxt)
+    row_of_turn = np.searchsorted(offsets, starts, side="right") - 1
+    is_last = np.ones(len(starts), dtype=bool)
+    is_last[:-1] = row_of_turn[1:] != row_of_turn[:-1]
+    index = np.full(n, -1, dtype=np.int64)
+    last = np.zeros(n, dtype=bool)
+    for t, (s, e) in enumerate(zip(starts, ends)):
+        index[s:e + 1] = t
+        last[s:e + 1] = is_last[t]
+    return SimpleNamespace(in_turn=in_turn, index=index, last=last, starts=starts, row_of_turn=row_of_turn)
+
+
+def _ref_allowed(role, turns, policy: MaskPolicy, opener=None):
+    table = np.zeros(256, dtype=bool)
+    table[Role.ASSISTANT], table[Role.TOOL_CALL] = policy.content, policy.tool_calls
+    table[Role.ASSISTANT_END], table[Role.AFTER_ASSISTANT_END] = policy.end_of_turn, policy.newline_after_end
+    allowed = table[role] | ((role == Role.REASONING)
+                             & np.where(turns.last, policy.reasoning_final, policy.reasoning_earlier))
+    allowed &= turns.in_turn
+    if policy.turns == "last":
+        allowed &= turns.last
+    if policy.reasoning_opener == "context" and opener is not None:
+        allowed &= ~opener
+    return allowed
+
+
+def _ref_mask_on(ids, mask, offsets, labels, policy, nl):
+    turns = _ref_turns(labels.role, offsets)
+    opener = policy_mod.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
+    bad = mask & ~_ref_allowed(labels.role, turns, policy, opener)
+    if policy.boundary_tokens == "strict":
+        bad |= mask & labels.boundary
+    rows, first = first_per_row(np.flatnonzero(bad), offsets)
+    at = offsets[rows] + first
+    codes = labels.role[at].astype(np.int16)
+    if len(rows):
+        role_ok = _ref_allowed(labels.role, turns, dataclasses.replace(policy, turns="all"))[at]
+        reasoning = codes == Role.REASONING
+        codes[reasoning] = np.where(turns.last[at[reasoning]], spans._REASONING_FINAL, spans._REASONING_EARLIER)
+        earlier = role_ok & ~turns.last[at] & (policy.turns == "last")
+        op = np.zeros(len(at), dtype=bool)
+        if policy.reasoning_opener == "context":
+            op = role_ok & ~earlier & policy_mod.opener_tokens(ids, labels, nl)[at]
+        codes[role_ok] = spans._BOUNDARY
+        codes[op] = spans._OPENER
+        codes[earlier] = spans._EARLIER_TURN
+    return row_result("mask_on_assistant_spans", "s", len(offsets) - 1, rows, first, codes,
+                      spans._reason_text(policy), 0)
+
+
+def _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len):
+    turns = _ref_turns(labels.role, offsets)
+    opener = policy_mod.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
+    need = _ref_allowed(labels.role, turns, policy, opener) & ~labels.boundary
+    lengths = np.diff(offsets)
+    if policy.completeness == "last":
+        need &= turns.last
+        nonempty = lengths > 0
+        cut = np.zeros(len(lengths), dtype=bool)
+        cut[nonempty] = (lengths[nonempty] >= max_len) & ~turns.in_turn[offsets[1:][nonempty] - 1]
+        need &= ~np.repeat(cut, lengths)
+    rows, first = first_per_row(np.flatnonzero(need & ~mask), offsets)
+    at = offsets[rows] + first
+    codes = labels.role[at].astype(np.int16)
+    if len(rows):
+        sup = np.bincount(turns.index[turns.in_turn], weights=mask[turns.in_turn], minlength=len(turns.starts))
+        op = policy_mod.opener_tokens(ids, labels, nl)
+        last = len(ids) - 1
+        after = np.minimum(at + 1 + op[np.minimum(at + 1, last)], last)
+        codes[op[at] & mask[after] & (labels.role[after] == Role.REASONING)] = spans._OPENER_MISSING
+        codes[sup[turns.index[at]] == 0] = spans._WHOLE_TURN
+    text = {int(r): f"{ROLE_NAMES[r]} token left unsupervised" for r in Role} | spans._MISSING_TEXT
+    scope = "every assistant turn" if policy.completeness == "all" else "the row's last assistant turn"
+    text = {k: f"{v} ({scope} must be supervised)" for k, v in text.items()}
+    return row_result("mask_covers_assistant_spans", "s", len(offsets) - 1, rows, first, codes, text, 0)
+
+
+policies = st.builds(
+    MaskPolicy, content=st.booleans(), reasoning_final=st.booleans(), reasoning_earlier=st.booleans(),
+    tool_calls=st.booleans(), end_of_turn=st.booleans(), newline_after_end=st.booleans(),
+    boundary_tokens=st.sampled_from(["allow", "strict"]), turns=st.sampled_from(["all", "last"]),
+    completeness=st.sampled_from(["all", "last"]), reasoning_opener=st.sampled_from(["supervised", "context"]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_turns_and_mask_checks_equal_per_token_formulation(profile, alphabet, vocab, data):
+    rows, ids, offsets, max_len = _soup(data, alphabet, profile)
+    labels = label(ids, offsets, profile, max_len)
+    policy = data.draw(policies)
+    # Masks: random, or exactly the required tokens with a few flips (mostly-passing shards).
+    ref_turns = _ref_turns(labels.role, offsets)
+    turns = policy_mod.assistant_turns(labels.role, offsets)
+    for f in ("in_turn", "index", "last", "starts", "row_of_turn"):
+        np.testing.assert_array_equal(getattr(turns, f), getattr(ref_turns, f), err_msg=f)
+    nl = vocab.newline_lead if data.draw(st.booleans()) else None
+    if data.draw(st.booleans()):
+        mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(ids), max_size=len(ids))), dtype=bool)
+    else:
+        mask = policy_mod.required_tokens(ids, offsets, labels, turns, policy, max_len, nl).copy()
+        for p in data.draw(st.lists(st.integers(0, max(len(ids) - 1, 0)), max_size=3)) if len(ids) else []:
+            mask[p] = ~mask[p]
+    view = RowView(ids, mask, offsets, np.arange(len(rows)), None)
+    a = SimpleNamespace(shard=SimpleNamespace(id="s", start=0))
+    contract = SimpleNamespace(mask=policy, max_len=max_len)
+    got_on = spans.check_mask_on_assistant_spans(view, a, labels, contract, nl)
+    assert got_on == _ref_mask_on(ids, mask, offsets, labels, policy, nl)
+    got_cov = spans.check_mask_covers_assistant_spans(view, a, labels, contract, nl)
+    assert got_cov == _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len)
