@@ -241,55 +241,148 @@ def mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-_HASH_CHUNK = 1 << 16
+_MOD64 = 1 << 64
+_BASE = 0x9E3779B97F4A7C15  # the weight base r: odd, so every power r^j is a unit mod 2^64 (r = 5 mod 8)
+_HASH_CHUNK = 1 << 15  # tokens per block: the block and its weight table stay in L2
 
 
-def _mix64_inplace(x: np.ndarray, tmp: np.ndarray) -> np.ndarray:
-    """:func:`mix64` overwriting ``x`` (``tmp``: scratch of the same size): no temporaries per step."""
-    with np.errstate(over="ignore"):
-        np.add(x, _GOLD, out=x)
-        for shift, mult in ((30, _M1), (27, _M2)):
-            np.right_shift(x, np.uint64(shift), out=tmp)
-            np.bitwise_xor(x, tmp, out=x)
-            np.multiply(x, mult, out=x)
-        np.right_shift(x, np.uint64(31), out=tmp)
-        np.bitwise_xor(x, tmp, out=x)
-    return x
+def _powers(base: int, count: int) -> np.ndarray:
+    """``base ** j mod 2**64`` for j < count (uint64), by doubling: log2(count) array multiplies."""
+    out = np.ones(max(count, 1), dtype=np.uint64)[:count]
+    k = 1
+    while k < count:
+        m = min(k, count - k)
+        np.multiply(out[:m], np.uint64(pow(base, k, _MOD64)), out=out[k:k + m])
+        k += m
+    return out
+
+
+def _pow64(base: int, exps: np.ndarray) -> np.ndarray:
+    """``base ** e mod 2**64`` for each non-negative exponent (square and multiply over a small array)."""
+    out = np.ones(len(exps), dtype=np.uint64)
+    e = exps.astype(np.uint64)
+    b = base % _MOD64
+    while len(e) and e.any():
+        odd = (e & np.uint64(1)).astype(bool)
+        out[odd] *= np.uint64(b)
+        b = b * b % _MOD64
+        e >>= np.uint64(1)
+    return out
+
+
+_POW = _powers(_BASE, _HASH_CHUNK)  # r^j: the weight of the j-th token of a block
+_INV_POW = _powers(pow(_BASE, -1, _MOD64), _HASH_CHUNK)  # r^-j: moves a block-relative sum to its row's start
+
+
+def sparse_flatnonzero(flag: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero`` of a sparse bool array, 8 flags at a time.
+
+    numpy's nonzero walks every element (~0.7 ns each even when almost all are
+    False); reading the flags as uint64 words finds the few non-zero words first and
+    expands only those, ~5x faster on a shard's role or mask change points.
+    """
+    n = len(flag)
+    m = n - n % 8
+    if flag.dtype != np.bool_ or not flag.flags.c_contiguous or m == 0:
+        return np.flatnonzero(flag)
+    words = flag[:m].view(np.uint64)
+    hit = np.flatnonzero(words != 0)  # nonzero of a bool array is the fast one
+    at = np.flatnonzero(words[hit].view(np.bool_))  # the set flags of those words, in memory order
+    head = hit[at >> 3] * 8 + (at & 7)
+    if m == n:
+        return head
+    return np.concatenate((head, m + np.flatnonzero(flag[m:])))
 
 
 def row_hashes(view: RowView) -> np.ndarray:
     """A 64-bit hash of every row's ids, mask and length (order-sensitive, vectorized).
 
-    Each token contributes ``mix(id, mask, position)``; the wrapping sum per row is
-    mixed with the row length. Collisions among a million rows: about 3e-8.
-    ``mix(position)`` is looked up in a table of the shard's longest row, and the
-    token mix runs in place on one buffer, so a token costs one 8-byte array, not six.
+    ``H = sum_j (2 id_j + mask_j) r^j  (mod 2^64)`` over the row's positions j, for
+    a fixed odd ``r``; the hash is ``mix64(H ^ mix64(length + GOLD))``, a bijection
+    of ``H`` for a given length. Cost: one mixed-type multiply and one ``reduceat``
+    per token (ids), the mask from its few change points, no per-token position array.
+
+    Computing it: ids are weighted ``r^(p - lo)`` by their position p in a block of
+    ``_HASH_CHUNK`` tokens starting at lo (one cached table), summed per piece (a row's
+    part inside one block) and each piece moved to its row start by one factor
+    ``r^(lo - start)``. The mask term is a sum over runs of supervised tokens of
+    geometric sums ``G[end] - G[begin]``, ``G[k] = sum_{j<k} r^j``.
+
+    Why equal hashes mean equal rows: two rows of one length collide iff
+    ``sum_j d_j r^j = 0 (mod 2^64)`` with ``d_j = 2 (a_j - b_j) + (m_j - m'_j)``.
+    Rows that differ at one position never collide (|d| < 2^33, so d has at most 32
+    factors of 2: one changed id, one flipped mask bit, both). Two swapped tokens at
+    distance k give ``d r^i (1 - r^k)``, with at most 33 + 2 + log2(k) factors of 2
+    (r = 5 mod 8): never for rows under 2^29 tokens. Rows of different lengths (a row
+    and its prefix) differ in the length term; any other difference leaves a value
+    that is uniform for practical purposes (a zero needs Thue-Morse-like sign
+    patterns over thousands of positions), so collisions among a million rows
+    (5e11 pairs) have probability ~3e-8.
     """
-    if not len(view.rows):
+    n_rows = len(view.rows)
+    if not n_rows:
         return np.zeros(0, dtype=np.uint64)
     lengths = view.lengths
-    n = len(view.ids)
-    idx = np.int32 if n < 2**31 - 1 else np.int64
-    pos_mix = mix64(np.arange(int(lengths.max()) if len(lengths) else 0, dtype=np.uint64))
-    pos = np.arange(n, dtype=idx)
-    pos -= np.repeat(view.offsets[:-1].astype(idx), lengths)
-    token = np.empty(n, dtype=np.uint64)
-    tmp = np.empty(min(n, _HASH_CHUNK), dtype=np.uint64)
-    mask = view.mask.view(np.uint8) if view.mask is not None else None
-    for lo in range(0, n, _HASH_CHUNK):  # cache-sized blocks of tokens (not rows): each step stays in L2
-        hi = min(n, lo + _HASH_CHUNK)
-        out, scratch = token[lo:hi], tmp[:hi - lo]
-        np.left_shift(view.ids[lo:hi].astype(np.int64).view(np.uint64), np.uint64(1), out=out)
-        if mask is not None:
-            np.bitwise_or(out, mask[lo:hi], out=out)
-        np.take(pos_mix, pos[lo:hi], out=scratch)
-        np.bitwise_xor(out, scratch, out=out)
-        _mix64_inplace(out, scratch)
-    del pos, tmp
-    with np.errstate(over="ignore"):
-        sums = np.add.reduceat(token, view.offsets[:-1]) if len(token) else np.zeros(len(view.rows), np.uint64)
-    sums = np.where(lengths > 0, sums, np.uint64(0))  # reduceat repeats a value for empty rows
-    return mix64(sums ^ mix64(lengths.astype(np.uint64) + _GOLD))
+    offsets = view.offsets
+    ids = view.ids
+    n = len(ids)
+    total = np.zeros(n_rows, dtype=np.uint64)
+    nonempty = lengths > 0
+    if n:
+        row_start = offsets[:-1][nonempty]  # strictly increasing, row_start[0] == 0
+        # ids: pieces = (row start or block start) to the next of either; one reduceat per block.
+        block_lo = np.arange(0, n, _HASH_CHUNK, dtype=np.int64)
+        at = np.searchsorted(row_start, block_lo)
+        fresh = row_start[np.minimum(at, len(row_start) - 1)] != block_lo
+        bounds = np.insert(row_start, at[fresh], block_lo[fresh])  # both sorted: a merge, not a sort
+        first_piece = np.searchsorted(bounds, block_lo)
+        piece_sum = np.empty(len(bounds), dtype=np.uint64)
+        buf = np.empty(min(n, _HASH_CHUNK), dtype=np.uint64)
+        for b, lo in enumerate(block_lo.tolist()):
+            hi = min(n, lo + _HASH_CHUNK)
+            out = buf[:hi - lo]
+            np.multiply(ids[lo:hi], _POW[:hi - lo], out=out, dtype=np.uint64, casting="unsafe")
+            p0 = int(first_piece[b])
+            p1 = int(first_piece[b + 1]) if b + 1 < len(block_lo) else len(bounds)
+            piece_sum[p0:p1] = np.add.reduceat(out, bounds[p0:p1] - lo)
+        del buf
+        piece_row = np.searchsorted(row_start, bounds, side="right") - 1
+        start = row_start[piece_row]
+        lo = bounds - bounds % _HASH_CHUNK
+        at_row_start = bounds == start  # then start - lo < _HASH_CHUNK
+        factor = np.empty(len(bounds), dtype=np.uint64)
+        factor[at_row_start] = _INV_POW[(start - lo)[at_row_start]]
+        factor[~at_row_start] = _pow64(_BASE, (lo - start)[~at_row_start])
+        piece_sum *= factor
+        ids_part = np.add.reduceat(piece_sum, np.searchsorted(bounds, row_start))
+        ids_part *= np.uint64(2)
+        total[nonempty] = ids_part
+        if view.mask is not None:
+            total[nonempty] += _mask_term(view.mask, row_start, int(lengths.max()))
+    return mix64(total ^ mix64(lengths.astype(np.uint64) + _GOLD))
+
+
+def _mask_term(mask: np.ndarray, row_start: np.ndarray, longest: int) -> np.ndarray:
+    """``sum_j mask_j r^j`` of every non-empty row (``row_start``: their first tokens), from runs of the mask.
+
+    The mask changes value a few times a turn: segments of constant mask within one
+    row are found from its change points (plus row starts), and a supervised segment
+    [b, e) of a row starting at s adds ``G[e - s] - G[b - s]``.
+    """
+    n = len(mask)
+    cut = mask[1:] != mask[:-1]
+    cut[row_start[1:] - 1] = True
+    seg = np.concatenate(([0], sparse_flatnonzero(cut) + 1, [n]))
+    on = mask[seg[:-1]]
+    b, e = seg[:-1][on], seg[1:][on]
+    row = np.searchsorted(row_start, b, side="right") - 1
+    geo = np.zeros(longest + 1, dtype=np.uint64)
+    np.cumsum(_powers(_BASE, longest), out=geo[1:])
+    contrib = geo[e - row_start[row]] - geo[b - row_start[row]]
+    csum = np.zeros(len(contrib) + 1, dtype=np.uint64)
+    np.cumsum(contrib, out=csum[1:])
+    rows = np.arange(len(row_start))
+    return csum[np.searchsorted(row, rows, side="right")] - csum[np.searchsorted(row, rows, side="left")]
 
 
 def find_duplicates(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, list[tuple[int, int]]]:
