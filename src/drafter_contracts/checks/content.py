@@ -106,6 +106,80 @@ def _role_lut(*roles: Role) -> np.ndarray:
     return lut
 
 
+_IS_TURN = np.zeros(256, dtype=bool)
+_IS_TURN[list(policy.TURN_ROLES)] = True
+_IS_PART = np.zeros(256, dtype=bool)
+_IS_PART[list(ASSISTANT_PARTS)] = True
+_REPLY_WINDOW = 8  # (a multiple of 8) tokens first read per reply: room for an empty think block, two newlines and 3 text tokens
+
+
+@dataclass(frozen=True)
+class RoleRuns:
+    """Runs of one role that never cross a row start: the shard's role labels, run-length encoded."""
+
+    start: np.ndarray  # flat position of each run's first token
+    end: np.ndarray  # one past its last token
+    role: np.ndarray  # uint8 role of the run
+    row_first: np.ndarray  # bool: the run opens a row
+
+
+def role_runs(role: np.ndarray, offsets: np.ndarray) -> RoleRuns:
+    """Run-length encode the roles, cutting at row starts (one byte compare per token, then change points only)."""
+    n = len(role)
+    if not n:
+        z = np.zeros(0, dtype=np.int64)
+        return RoleRuns(z, z, np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=bool))
+    row_start = offsets[:-1][np.diff(offsets) > 0]  # strictly increasing, starts at 0
+    cut = role[1:] != role[:-1]
+    cut[row_start[1:] - 1] = True
+    start = np.empty(1 + int(np.count_nonzero(cut)), dtype=np.int64)
+    start[0] = 0
+    start[1:] = sparse_flatnonzero(cut)
+    start[1:] += 1
+    end = np.empty_like(start)
+    end[:-1], end[-1] = start[1:], n
+    row_first = np.zeros(len(start), dtype=bool)
+    row_first[np.searchsorted(start, row_start)] = True
+    return RoleRuns(start, end, role[start], row_first)
+
+
+def _reply_lengths(view: RowView, labels: Labels, tables: ReplyTables, t_start: np.ndarray, t_end: np.ndarray,
+                   cap: int) -> np.ndarray:
+    """Reply-text tokens of each turn [t_start, t_end), exact up to ``cap``, else ``cap + 1``.
+
+    The checks only ask whether a reply is a few tokens long, so each turn is read
+    from its start in windows (8 tokens, then doubling) until ``cap + 1`` text tokens
+    or its end: a normal reply settles in the first window, and only those few tokens
+    per turn are gathered, never the whole shard.
+    """
+    n = len(view.ids)
+    count = np.zeros(len(t_start), dtype=np.int64)
+    turn, begin, end = np.arange(len(t_start)), t_start.copy(), t_end
+    width = _REPLY_WINDOW
+    while len(turn) and n:
+        pos = begin[:, None] + np.arange(width)
+        text = _text_at(view, labels, tables, pos)
+        text &= pos < end[:, None]
+        got = text.view(np.uint64) * np.uint64(0x0101010101010101) >> np.uint64(56)  # true bytes of each 8
+        count[turn] += got.sum(axis=1, dtype=np.int64) if got.shape[1] > 1 else got[:, 0].astype(np.int64)
+        begin += width
+        width *= 2
+        keep = (count[turn] <= cap) & (begin < end)
+        turn, begin, end = turn[keep], begin[keep], end[keep]
+    return np.minimum(count, cap + 1)
+
+
+def _text_at(view: RowView, labels: Labels, tables: ReplyTables, pos: np.ndarray) -> np.ndarray:
+    """Bool per position: a reply-text token (content, reasoning or tool call, not a think marker or blank)."""
+    ids = np.take(view.ids, pos, mode="clip")  # clip: a window may run past the shard's last token
+    text = in_table(np.take(labels.role, pos, mode="clip"), _IS_PART)
+    text &= ~np.take(labels.boundary, pos, mode="clip")
+    text &= ~np.take(tables.blank, ids, mode="clip")
+    for marker in tables.markers.tolist():
+        text &= ids != marker
+    return text
+
+
 def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tables: ReplyTables,
                               contract: Contract) -> CheckResult:
     """Assistant turns whose reply is a placeholder ("OK.") or shorter than ``min_reply_tokens``.
@@ -114,42 +188,51 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     think markers and newline whitespace (so an empty think block is no text). A
     placeholder matches on token ids, against the content span alone. Turns cut at
     the row's end are left to ``cut_mid_reply``.
+
+    Work is per turn, not per token: the turns (runs of assistant-turn roles, cut at
+    row starts, as in :func:`policy.assistant_turns`) and whether they hold an end
+    marker come from the run-length encoded roles; only closed turns are read, each
+    just far enough to tell a short reply from a long one; only replies of a
+    placeholder's length have their content ids compared.
     """
-    # Reply tokens come in runs inside one assistant turn each (the last turn starting at or
-    # before the run): per-turn figures are sums over runs, not over tokens.
-    ids, role = view.ids, labels.role
-    a_starts = policy.turns_of(labels, view.offsets).starts  # first token of each assistant turn
+    runs = role_runs(labels.role, view.offsets)
+    is_turn = _IS_TURN[runs.role]
+    prev_turn = np.zeros(len(is_turn), dtype=bool)
+    prev_turn[1:] = is_turn[:-1]
+    first = is_turn & (~prev_turn | runs.row_first)
+    last = np.zeros(len(is_turn), dtype=bool)
+    last[:-1] = first[1:] | ~is_turn[1:]
+    last[-1:] = True
+    last &= is_turn
+    a_starts, t_end = runs.start[first], runs.end[last]  # each assistant turn: [first token, one past its last)
     nt = len(a_starts)
-    r_start, r_end = _runs(in_table(role, _role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)))
-    r_turn = np.searchsorted(a_starts, r_start, side="right") - 1
-    keep = r_turn >= 0
-    r_start, r_end, r_turn = r_start[keep], r_end[keep], r_turn[keep]
-    text = in_table(role, _role_lut(*ASSISTANT_PARTS)) & ~labels.boundary & ~np.take(tables.blank, ids, mode="clip")
-    for marker in tables.markers.tolist():
-        text &= ids != marker
-    content = text & (role == Role.ASSISTANT)
-    reply_len = np.bincount(r_turn, weights=_run_sums(text, r_start, r_end), minlength=nt).astype(np.int64)
-    c_len = np.bincount(r_turn, weights=_run_sums(content, r_start, r_end), minlength=nt).astype(np.int64)
-    ends = np.flatnonzero(role == Role.ASSISTANT_END)
-    e_turn = np.searchsorted(a_starts, ends, side="right") - 1
-    closed = np.bincount(e_turn[e_turn >= 0], minlength=nt) > 0
-    # Content tokens of the candidate turns only (a placeholder is a few tokens long).
+    turn_of_run = np.cumsum(first) - 1
+    closed = np.zeros(nt, dtype=bool)
+    closed[turn_of_run[runs.role == Role.ASSISTANT_END]] = True
+    sizes = sorted({len(p) for _, p in tables.placeholders if len(p)})
+    cap = max(contract.content.min_reply_tokens - 1, sizes[-1] if sizes else 0, 0)
+    c_turn = np.flatnonzero(closed)
+    reply = _reply_lengths(view, labels, tables, a_starts[c_turn], t_end[c_turn], cap)
+    reply_len = np.full(nt, cap + 1, dtype=np.int64)
+    reply_len[c_turn] = reply
+    # Content ids of the closed turns whose whole reply is a placeholder's length (read in full above).
     placeholder = np.zeros(nt, dtype=bool)
-    sizes = {len(p) for _, p in tables.placeholders if len(p)}
-    cand_turn = closed & np.isin(c_len, list(sizes)) & (c_len == reply_len) if sizes else np.zeros(nt, dtype=bool)
-    sel = cand_turn[r_turn]
-    if sel.any():
-        s_start, s_len, s_turn = r_start[sel], (r_end - r_start)[sel], r_turn[sel]
-        pos = np.arange(int(s_len.sum())) + np.repeat(s_start - np.concatenate(([0], np.cumsum(s_len)[:-1])), s_len)
-        tok_turn = np.repeat(s_turn, s_len)
-        is_content = content[pos]
-        c_ids, c_turn = ids[pos[is_content]], tok_turn[is_content]
+    cand = c_turn[np.isin(reply, sizes)] if sizes else c_turn[:0]
+    if len(cand):
+        span = t_end[cand] - a_starts[cand]
+        pos = np.arange(int(span.sum()), dtype=np.int64)
+        pos += np.repeat(a_starts[cand] - np.concatenate(([0], np.cumsum(span)[:-1])), span)
+        tok_turn = np.repeat(cand, span)
+        is_content = _text_at(view, labels, tables, pos) & (labels.role[pos] == Role.ASSISTANT)
+        c_ids, c_turn_of = view.ids[pos[is_content]], tok_turn[is_content]
+        c_len = np.zeros(nt, dtype=np.int64)
+        np.add.at(c_len, c_turn_of, 1)
         for _, p in tables.placeholders:  # a handful of strings, not rows
-            cand = np.flatnonzero(cand_turn & (c_len == len(p)) & (reply_len == len(p)))
-            if len(cand) and len(p):
-                first = np.searchsorted(c_turn, cand, side="left")
-                window = c_ids[first[:, None] + np.arange(len(p))]
-                placeholder[cand[(window == p).all(axis=1)]] = True
+            hit = cand[(c_len[cand] == len(p)) & (reply_len[cand] == len(p))]
+            if len(hit) and len(p):
+                at = np.searchsorted(c_turn_of, hit, side="left")
+                window = c_ids[at[:, None] + np.arange(len(p))]
+                placeholder[hit[(window == p).all(axis=1)]] = True
     short = closed & ~placeholder & (reply_len < contract.content.min_reply_tokens)
     row_of_turn = np.searchsorted(view.offsets, a_starts, side="right") - 1
     n = len(view.rows)
