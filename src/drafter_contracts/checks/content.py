@@ -206,9 +206,8 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     last &= is_turn
     a_starts, t_end = runs.start[first], runs.end[last]  # each assistant turn: [first token, one past its last)
     nt = len(a_starts)
-    turn_of_run = np.cumsum(first) - 1
     closed = np.zeros(nt, dtype=bool)
-    closed[turn_of_run[runs.role == Role.ASSISTANT_END]] = True
+    closed[np.searchsorted(a_starts, runs.start[runs.role == Role.ASSISTANT_END], side="right") - 1] = True
     sizes = sorted({len(p) for _, p in tables.placeholders if len(p)})
     cap = max(contract.content.min_reply_tokens - 1, sizes[-1] if sizes else 0, 0)
     c_turn = np.flatnonzero(closed)
@@ -456,16 +455,14 @@ def _mask_term(mask: np.ndarray, row_start: np.ndarray, longest: int) -> np.ndar
     cut = mask[1:] != mask[:-1]
     cut[row_start[1:] - 1] = True
     seg = np.concatenate(([0], sparse_flatnonzero(cut) + 1, [n]))
-    on = mask[seg[:-1]]
-    b, e = seg[:-1][on], seg[1:][on]
-    row = np.searchsorted(row_start, b, side="right") - 1
+    begin, end = seg[:-1], seg[1:]
+    first_seg = np.searchsorted(begin, row_start)  # exact: every row start opens a segment
+    base = np.repeat(row_start, np.diff(first_seg, append=len(begin)))  # the row start of each segment
     geo = np.zeros(longest + 1, dtype=np.uint64)
     np.cumsum(_powers(_BASE, longest), out=geo[1:])
-    contrib = geo[e - row_start[row]] - geo[b - row_start[row]]
-    csum = np.zeros(len(contrib) + 1, dtype=np.uint64)
-    np.cumsum(contrib, out=csum[1:])
-    rows = np.arange(len(row_start))
-    return csum[np.searchsorted(row, rows, side="right")] - csum[np.searchsorted(row, rows, side="left")]
+    contrib = geo[end - base] - geo[begin - base]
+    contrib *= mask[begin]  # unsupervised segments add nothing
+    return np.add.reduceat(contrib, first_seg)
 
 
 def find_duplicates(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, list[tuple[int, int]]]:
