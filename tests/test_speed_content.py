@@ -237,3 +237,14 @@ def test_row_hashes_group_exactly_equal_rows(spec):
     for i in range(len(rows)):
         for j in range(i):
             assert (h[i] == h[j]) == (keys[i] == keys[j])
+
+
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3)), max_size=80), st.randoms(use_true_random=False))
+def test_find_duplicates_equals_ordering_every_row(spec, rnd):
+    """Hashes that share their low 20 bits but differ must not be grouped (the bit table only preselects)."""
+    hashes = np.array([low + (high << 20) + ((high & 1) << 63) for low, high in spec], dtype=np.uint64)
+    rows = np.arange(len(spec), dtype=np.int64) * 3 + 100
+    perm = list(range(len(spec)))
+    rnd.shuffle(perm)
+    rows, hashes = rows[perm], hashes[perm]  # shards arrive in any order
+    assert find_duplicates(rows, hashes) == content._duplicate_groups(rows, hashes)
