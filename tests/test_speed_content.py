@@ -65,8 +65,8 @@ def _reference_placeholder_replies(view, a, labels, tables, contract):
     n = len(view.rows)
     flags = {}
     names = " / ".join(repr(t) for t, _ in tables.placeholders)
-    for code, hit_turns, text_ in ((1, placeholder, f"placeholder assistant reply ({names})"),
-                                   (2, short, f"assistant reply shorter than {contract.content.min_reply_tokens} tokens")):
+    short_text = f"assistant reply shorter than {contract.content.min_reply_tokens} tokens"
+    for code, hit_turns, text_ in ((1, placeholder, f"placeholder assistant reply ({names})"), (2, short, short_text)):
         rows_hit = np.zeros(n, dtype=bool)
         pos = np.full(n, -1, dtype=np.int64)
         t = np.flatnonzero(hit_turns)[::-1]
@@ -120,7 +120,8 @@ def _shard(rows, boundary_every: int) -> tuple[RowView, ShardArrays, Labels]:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_row, min_size=1, max_size=8), st.integers(0, 5), st.integers(2, 40))
 def test_placeholder_replies_equal_per_token_reference(rows, min_reply, boundary_every):
-    contract = dataclasses.replace(_CONTRACT, content=dataclasses.replace(_CONTRACT.content, min_reply_tokens=min_reply))
+    contract = dataclasses.replace(_CONTRACT, content=dataclasses.replace(_CONTRACT.content,
+                                                                         min_reply_tokens=min_reply))
     view, a, labels = _shard(rows, boundary_every)
     got = content.check_placeholder_replies(view, a, labels, _TABLES, contract)
     want = _reference_placeholder_replies(view, a, labels, _TABLES, contract)
@@ -210,7 +211,7 @@ def test_row_hashes_separate_near_duplicates():
         m = mask.copy(); m[i], m[i + d] = not mask[i], not mask[i + d]  # noqa: E702  two mask bits flipped
         variant(m=m)
     variant(ids=base[:-1], m=mask[:-1])  # a prefix of another row
-    variant(ids=np.concatenate((base, [0])), m=np.concatenate((mask, [False])))  # extended by token 0 unsupervised
+    variant(ids=np.concatenate((base, [0])), m=np.concatenate((mask, [False])))  # plus an unsupervised token 0
     variant(ids=base[::-1].copy(), m=mask[::-1].copy())  # same multiset of ids and mask bits, reversed
     variant(ids=np.sort(base), m=mask)  # same multiset of ids, sorted
     variant(ids=np.roll(base, 1), m=np.roll(mask, 1))  # rotated

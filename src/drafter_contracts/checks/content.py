@@ -3,8 +3,9 @@
 A mixture may hold such rows on purpose (the seed's dummy "OK." replies), so these
 contracts are report-only by default: the result carries ``report_only`` and the
 test passes with a warning in the summary; ``[content] strict = true`` makes them fail.
-Everything is vectorized over a shard: per-turn figures come from ``np.bincount``
-over token-to-turn indices, per-row figures from prefix sums.
+Everything is vectorized over a shard, and the hot paths avoid per-token passes:
+reply checks work per assistant turn from the run-length encoded roles, per-row
+figures come from prefix sums, row hashes from one multiply per token.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ _IS_TURN = np.zeros(256, dtype=bool)
 _IS_TURN[list(policy.TURN_ROLES)] = True
 _IS_PART = np.zeros(256, dtype=bool)
 _IS_PART[list(ASSISTANT_PARTS)] = True
-_REPLY_WINDOW = 8  # (a multiple of 8) tokens first read per reply: room for an empty think block, two newlines and 3 text tokens
+_REPLY_WINDOW = 8  # tokens first read per reply (a multiple of 8): an empty think block, two newlines, 3 text tokens
 
 
 @dataclass(frozen=True)
@@ -392,14 +393,16 @@ def row_hashes(view: RowView) -> np.ndarray:
 
     Why equal hashes mean equal rows: two rows of one length collide iff
     ``sum_j d_j r^j = 0 (mod 2^64)`` with ``d_j = 2 (a_j - b_j) + (m_j - m'_j)``.
-    Rows that differ at one position never collide (|d| < 2^33, so d has at most 32
-    factors of 2: one changed id, one flipped mask bit, both). Two swapped tokens at
-    distance k give ``d r^i (1 - r^k)``, with at most 33 + 2 + log2(k) factors of 2
-    (r = 5 mod 8): never for rows under 2^29 tokens. Rows of different lengths (a row
-    and its prefix) differ in the length term; any other difference leaves a value
-    that is uniform for practical purposes (a zero needs Thue-Morse-like sign
-    patterns over thousands of positions), so collisions among a million rows
-    (5e11 pairs) have probability ~3e-8.
+    Rows that differ at one position never collide (an odd d for a mask bit, else
+    ``2 (a - b)`` with at most 32 factors of 2 for int32 ids). Two swapped tokens at
+    distance k give ``d r^i (1 - r^k)``, with at most 32 + 2 + log2(k) factors of 2
+    (r = 5 mod 8, so ``r^k - 1`` has exactly 2 + v2(k)): never for rows under 2^29
+    tokens. Rows of different lengths (a row and its prefix) differ in the length
+    term; any other difference leaves a value that is uniform for practical purposes
+    (a zero needs Thue-Morse-like sign patterns over thousands of positions), so
+    collisions among a million rows (5e11 pairs) have probability ~3e-8. Linear
+    position weights (sums of ``j * id_j``) would not do: a row and its mirror image
+    often share them.
     """
     n_rows = len(view.rows)
     if not n_rows:
