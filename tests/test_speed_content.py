@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_contracts.checks import content, policy
-from drafter_contracts.checks.content import ReplyTables, find_duplicates, row_hashes, sparse_flatnonzero
+from drafter_contracts.checks.content import ReplyTables, find_duplicates, row_hashes
 from drafter_contracts.checks.view import RowView, in_table
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import Shard, ShardArrays
@@ -153,13 +153,6 @@ def test_role_runs_are_the_runs_cut_at_row_starts(rows):
                 want.append((s + j, r, j == 0))
     assert list(zip(runs.start.tolist(), runs.role.tolist(), runs.row_first.tolist())) == want
     assert runs.end.tolist() == runs.start[1:].tolist() + [len(role)]
-
-
-@given(st.lists(st.booleans(), max_size=300), st.integers(0, 9))
-def test_sparse_flatnonzero_equals_flatnonzero(flags, skip):
-    flag = np.array(flags, dtype=bool)
-    assert sparse_flatnonzero(flag).tolist() == np.flatnonzero(flag).tolist()
-    assert sparse_flatnonzero(flag[skip:]).tolist() == np.flatnonzero(flag[skip:]).tolist()  # unaligned start
 
 
 # --------------------------------------------------------------------------- row_hashes
