@@ -3,8 +3,9 @@
 A mixture may hold such rows on purpose (the seed's dummy "OK." replies), so these
 contracts are report-only by default: the result carries ``report_only`` and the
 test passes with a warning in the summary; ``[content] strict = true`` makes them fail.
-Everything is vectorized over a shard: per-turn figures come from ``np.bincount``
-over token-to-turn indices, per-row figures from prefix sums.
+Everything is vectorized over a shard, and the hot paths avoid per-token passes:
+reply checks work per assistant turn from the run-length encoded roles, per-row
+figures come from prefix sums, row hashes from one multiply per token.
 """
 
 from __future__ import annotations
@@ -106,6 +107,77 @@ def _role_lut(*roles: Role) -> np.ndarray:
     return lut
 
 
+_IS_TURN = np.zeros(256, dtype=bool)
+_IS_TURN[list(policy.TURN_ROLES)] = True
+_IS_PART = np.zeros(256, dtype=bool)
+_IS_PART[list(ASSISTANT_PARTS)] = True
+_REPLY_WINDOW = 8  # tokens first read per reply (a multiple of 8): an empty think block, two newlines, 3 text tokens
+
+
+@dataclass(frozen=True)
+class RoleRuns:
+    """Runs of one role that never cross a row start: the shard's role labels, run-length encoded."""
+
+    start: np.ndarray  # flat position of each run's first token
+    end: np.ndarray  # one past its last token
+    role: np.ndarray  # uint8 role of the run
+    row_first: np.ndarray  # bool: the run opens a row
+
+
+def role_runs(role: np.ndarray, offsets: np.ndarray) -> RoleRuns:
+    """Run-length encode the roles, cutting at row starts (one byte compare per token, then change points only)."""
+    n = len(role)
+    if not n:
+        z = np.zeros(0, dtype=np.int64)
+        return RoleRuns(z, z, np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=bool))
+    row_start = offsets[:-1][np.diff(offsets) > 0]  # strictly increasing, starts at 0
+    cut = role[1:] != role[:-1]
+    cut[row_start[1:] - 1] = True
+    start = np.concatenate(([0], np.flatnonzero(cut) + 1))
+    end = np.empty_like(start)
+    end[:-1], end[-1] = start[1:], n
+    row_first = np.zeros(len(start), dtype=bool)
+    row_first[np.searchsorted(start, row_start)] = True
+    return RoleRuns(start, end, role[start], row_first)
+
+
+def _reply_lengths(view: RowView, labels: Labels, tables: ReplyTables, t_start: np.ndarray, t_end: np.ndarray,
+                   cap: int) -> np.ndarray:
+    """Reply-text tokens of each turn [t_start, t_end), exact up to ``cap``, else ``cap + 1``.
+
+    The checks only ask whether a reply is a few tokens long, so each turn is read
+    from its start in windows (8 tokens, then doubling) until ``cap + 1`` text tokens
+    or its end: a normal reply settles in the first window, and only those few tokens
+    per turn are gathered, never the whole shard.
+    """
+    n = len(view.ids)
+    count = np.zeros(len(t_start), dtype=np.int64)
+    turn, begin, end = np.arange(len(t_start)), t_start.copy(), t_end
+    width = _REPLY_WINDOW
+    while len(turn) and n:
+        pos = begin[:, None] + np.arange(width)
+        text = _text_at(view, labels, tables, pos)
+        text &= pos < end[:, None]
+        got = text.view(np.uint64) * np.uint64(0x0101010101010101) >> np.uint64(56)  # true bytes of each 8
+        count[turn] += got.sum(axis=1, dtype=np.int64) if got.shape[1] > 1 else got[:, 0].astype(np.int64)
+        begin += width
+        width *= 2
+        keep = (count[turn] <= cap) & (begin < end)
+        turn, begin, end = turn[keep], begin[keep], end[keep]
+    return np.minimum(count, cap + 1)
+
+
+def _text_at(view: RowView, labels: Labels, tables: ReplyTables, pos: np.ndarray) -> np.ndarray:
+    """Bool per position: a reply-text token (content, reasoning or tool call, not a think marker or blank)."""
+    ids = np.take(view.ids, pos, mode="clip")  # clip: a window may run past the shard's last token
+    text = in_table(np.take(labels.role, pos, mode="clip"), _IS_PART)
+    text &= ~np.take(labels.boundary, pos, mode="clip")
+    text &= ~np.take(tables.blank, ids, mode="clip")
+    for marker in tables.markers.tolist():
+        text &= ids != marker
+    return text
+
+
 def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tables: ReplyTables,
                               contract: Contract) -> CheckResult:
     """Assistant turns whose reply is a placeholder ("OK.") or shorter than ``min_reply_tokens``.
@@ -114,42 +186,50 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     think markers and newline whitespace (so an empty think block is no text). A
     placeholder matches on token ids, against the content span alone. Turns cut at
     the row's end are left to ``cut_mid_reply``.
+
+    Work is per turn, not per token: the turns (runs of assistant-turn roles, cut at
+    row starts, as in :func:`policy.assistant_turns`) and whether they hold an end
+    marker come from the run-length encoded roles; only closed turns are read, each
+    just far enough to tell a short reply from a long one; only replies of a
+    placeholder's length have their content ids compared.
     """
-    # Reply tokens come in runs inside one assistant turn each (the last turn starting at or
-    # before the run): per-turn figures are sums over runs, not over tokens.
-    ids, role = view.ids, labels.role
-    a_starts = policy.turns_of(labels, view.offsets).starts  # first token of each assistant turn
+    runs = role_runs(labels.role, view.offsets)
+    is_turn = _IS_TURN[runs.role]
+    prev_turn = np.zeros(len(is_turn), dtype=bool)
+    prev_turn[1:] = is_turn[:-1]
+    first = is_turn & (~prev_turn | runs.row_first)
+    last = np.zeros(len(is_turn), dtype=bool)
+    last[:-1] = first[1:] | ~is_turn[1:]
+    last[-1:] = True
+    last &= is_turn
+    a_starts, t_end = runs.start[first], runs.end[last]  # each assistant turn: [first token, one past its last)
     nt = len(a_starts)
-    r_start, r_end = _runs(in_table(role, _role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)))
-    r_turn = np.searchsorted(a_starts, r_start, side="right") - 1
-    keep = r_turn >= 0
-    r_start, r_end, r_turn = r_start[keep], r_end[keep], r_turn[keep]
-    text = in_table(role, _role_lut(*ASSISTANT_PARTS)) & ~labels.boundary & ~np.take(tables.blank, ids, mode="clip")
-    for marker in tables.markers.tolist():
-        text &= ids != marker
-    content = text & (role == Role.ASSISTANT)
-    reply_len = np.bincount(r_turn, weights=_run_sums(text, r_start, r_end), minlength=nt).astype(np.int64)
-    c_len = np.bincount(r_turn, weights=_run_sums(content, r_start, r_end), minlength=nt).astype(np.int64)
-    ends = np.flatnonzero(role == Role.ASSISTANT_END)
-    e_turn = np.searchsorted(a_starts, ends, side="right") - 1
-    closed = np.bincount(e_turn[e_turn >= 0], minlength=nt) > 0
-    # Content tokens of the candidate turns only (a placeholder is a few tokens long).
+    closed = np.zeros(nt, dtype=bool)
+    closed[np.searchsorted(a_starts, runs.start[runs.role == Role.ASSISTANT_END], side="right") - 1] = True
+    sizes = sorted({len(p) for _, p in tables.placeholders if len(p)})
+    cap = max(contract.content.min_reply_tokens - 1, sizes[-1] if sizes else 0, 0)
+    c_turn = np.flatnonzero(closed)
+    reply = _reply_lengths(view, labels, tables, a_starts[c_turn], t_end[c_turn], cap)
+    reply_len = np.full(nt, cap + 1, dtype=np.int64)
+    reply_len[c_turn] = reply
+    # Content ids of the closed turns whose whole reply is a placeholder's length (read in full above).
     placeholder = np.zeros(nt, dtype=bool)
-    sizes = {len(p) for _, p in tables.placeholders if len(p)}
-    cand_turn = closed & np.isin(c_len, list(sizes)) & (c_len == reply_len) if sizes else np.zeros(nt, dtype=bool)
-    sel = cand_turn[r_turn]
-    if sel.any():
-        s_start, s_len, s_turn = r_start[sel], (r_end - r_start)[sel], r_turn[sel]
-        pos = np.arange(int(s_len.sum())) + np.repeat(s_start - np.concatenate(([0], np.cumsum(s_len)[:-1])), s_len)
-        tok_turn = np.repeat(s_turn, s_len)
-        is_content = content[pos]
-        c_ids, c_turn = ids[pos[is_content]], tok_turn[is_content]
+    cand = c_turn[np.isin(reply, sizes)] if sizes else c_turn[:0]
+    if len(cand):
+        span = t_end[cand] - a_starts[cand]
+        pos = np.arange(int(span.sum()), dtype=np.int64)
+        pos += np.repeat(a_starts[cand] - np.concatenate(([0], np.cumsum(span)[:-1])), span)
+        tok_turn = np.repeat(cand, span)
+        is_content = _text_at(view, labels, tables, pos) & (labels.role[pos] == Role.ASSISTANT)
+        c_ids, c_turn_of = view.ids[pos[is_content]], tok_turn[is_content]
+        c_len = np.zeros(nt, dtype=np.int64)
+        np.add.at(c_len, c_turn_of, 1)
         for _, p in tables.placeholders:  # a handful of strings, not rows
-            cand = np.flatnonzero(cand_turn & (c_len == len(p)) & (reply_len == len(p)))
-            if len(cand) and len(p):
-                first = np.searchsorted(c_turn, cand, side="left")
-                window = c_ids[first[:, None] + np.arange(len(p))]
-                placeholder[cand[(window == p).all(axis=1)]] = True
+            hit = cand[(c_len[cand] == len(p)) & (reply_len[cand] == len(p))]
+            if len(hit) and len(p):
+                at = np.searchsorted(c_turn_of, hit, side="left")
+                window = c_ids[at[:, None] + np.arange(len(p))]
+                placeholder[hit[(window == p).all(axis=1)]] = True
     short = closed & ~placeholder & (reply_len < contract.content.min_reply_tokens)
     row_of_turn = np.searchsorted(view.offsets, a_starts, side="right") - 1
     n = len(view.rows)
@@ -241,55 +321,128 @@ def mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-_HASH_CHUNK = 1 << 16
+_MOD64 = 1 << 64
+_BASE = 0x9E3779B97F4A7C15  # the weight base r: odd, so every power r^j is a unit mod 2^64 (r = 5 mod 8)
+_HASH_CHUNK = 1 << 15  # tokens per block: the block and its weight table stay in L2
 
 
-def _mix64_inplace(x: np.ndarray, tmp: np.ndarray) -> np.ndarray:
-    """:func:`mix64` overwriting ``x`` (``tmp``: scratch of the same size): no temporaries per step."""
-    with np.errstate(over="ignore"):
-        np.add(x, _GOLD, out=x)
-        for shift, mult in ((30, _M1), (27, _M2)):
-            np.right_shift(x, np.uint64(shift), out=tmp)
-            np.bitwise_xor(x, tmp, out=x)
-            np.multiply(x, mult, out=x)
-        np.right_shift(x, np.uint64(31), out=tmp)
-        np.bitwise_xor(x, tmp, out=x)
-    return x
+def _powers(base: int, count: int) -> np.ndarray:
+    """``base ** j mod 2**64`` for j < count (uint64), by doubling: log2(count) array multiplies."""
+    out = np.ones(max(count, 1), dtype=np.uint64)[:count]
+    k = 1
+    while k < count:
+        m = min(k, count - k)
+        np.multiply(out[:m], np.uint64(pow(base, k, _MOD64)), out=out[k:k + m])
+        k += m
+    return out
+
+
+def _pow64(base: int, exps: np.ndarray) -> np.ndarray:
+    """``base ** e mod 2**64`` for each non-negative exponent (square and multiply over a small array)."""
+    out = np.ones(len(exps), dtype=np.uint64)
+    e = exps.astype(np.uint64)
+    b = base % _MOD64
+    while len(e) and e.any():
+        odd = (e & np.uint64(1)).astype(bool)
+        out[odd] *= np.uint64(b)
+        b = b * b % _MOD64
+        e >>= np.uint64(1)
+    return out
+
+
+_POW = _powers(_BASE, _HASH_CHUNK)  # r^j: the weight of the j-th token of a block
+_INV_POW = _powers(pow(_BASE, -1, _MOD64), _HASH_CHUNK)  # r^-j: moves a block-relative sum to its row's start
 
 
 def row_hashes(view: RowView) -> np.ndarray:
     """A 64-bit hash of every row's ids, mask and length (order-sensitive, vectorized).
 
-    Each token contributes ``mix(id, mask, position)``; the wrapping sum per row is
-    mixed with the row length. Collisions among a million rows: about 3e-8.
-    ``mix(position)`` is looked up in a table of the shard's longest row, and the
-    token mix runs in place on one buffer, so a token costs one 8-byte array, not six.
+    ``H = sum_j (2 id_j + mask_j) r^j  (mod 2^64)`` over the row's positions j, for
+    a fixed odd ``r``; the hash is ``mix64(H ^ mix64(length + GOLD))``, a bijection
+    of ``H`` for a given length. Cost: one mixed-type multiply and one ``reduceat``
+    per token (ids), the mask from its few change points, no per-token position array.
+
+    Computing it: ids are weighted ``r^(p - lo)`` by their position p in a block of
+    ``_HASH_CHUNK`` tokens starting at lo (one cached table), summed per piece (a row's
+    part inside one block) and each piece moved to its row start by one factor
+    ``r^(lo - start)``. The mask term is a sum over runs of supervised tokens of
+    geometric sums ``G[end] - G[begin]``, ``G[k] = sum_{j<k} r^j``.
+
+    Why equal hashes mean equal rows: two rows of one length collide iff
+    ``sum_j d_j r^j = 0 (mod 2^64)`` with ``d_j = 2 (a_j - b_j) + (m_j - m'_j)``.
+    Rows that differ at one position never collide (an odd d for a mask bit, else
+    ``2 (a - b)`` with at most 32 factors of 2 for int32 ids). Two swapped tokens at
+    distance k give ``d r^i (1 - r^k)``, with at most 32 + 2 + log2(k) factors of 2
+    (r = 5 mod 8, so ``r^k - 1`` has exactly 2 + v2(k)): never for rows under 2^29
+    tokens. Rows of different lengths (a row and its prefix) differ in the length
+    term; any other difference leaves a value that is uniform for practical purposes
+    (a zero needs Thue-Morse-like sign patterns over thousands of positions), so
+    collisions among a million rows (5e11 pairs) have probability ~3e-8. Linear
+    position weights (sums of ``j * id_j``) would not do: a row and its mirror image
+    often share them.
     """
-    if not len(view.rows):
+    n_rows = len(view.rows)
+    if not n_rows:
         return np.zeros(0, dtype=np.uint64)
     lengths = view.lengths
-    n = len(view.ids)
-    idx = np.int32 if n < 2**31 - 1 else np.int64
-    pos_mix = mix64(np.arange(int(lengths.max()) if len(lengths) else 0, dtype=np.uint64))
-    pos = np.arange(n, dtype=idx)
-    pos -= np.repeat(view.offsets[:-1].astype(idx), lengths)
-    token = np.empty(n, dtype=np.uint64)
-    tmp = np.empty(min(n, _HASH_CHUNK), dtype=np.uint64)
-    mask = view.mask.view(np.uint8) if view.mask is not None else None
-    for lo in range(0, n, _HASH_CHUNK):  # cache-sized blocks of tokens (not rows): each step stays in L2
-        hi = min(n, lo + _HASH_CHUNK)
-        out, scratch = token[lo:hi], tmp[:hi - lo]
-        np.left_shift(view.ids[lo:hi].astype(np.int64).view(np.uint64), np.uint64(1), out=out)
-        if mask is not None:
-            np.bitwise_or(out, mask[lo:hi], out=out)
-        np.take(pos_mix, pos[lo:hi], out=scratch)
-        np.bitwise_xor(out, scratch, out=out)
-        _mix64_inplace(out, scratch)
-    del pos, tmp
-    with np.errstate(over="ignore"):
-        sums = np.add.reduceat(token, view.offsets[:-1]) if len(token) else np.zeros(len(view.rows), np.uint64)
-    sums = np.where(lengths > 0, sums, np.uint64(0))  # reduceat repeats a value for empty rows
-    return mix64(sums ^ mix64(lengths.astype(np.uint64) + _GOLD))
+    offsets = view.offsets
+    ids = view.ids
+    n = len(ids)
+    total = np.zeros(n_rows, dtype=np.uint64)
+    nonempty = lengths > 0
+    if n:
+        row_start = offsets[:-1][nonempty]  # strictly increasing, row_start[0] == 0
+        # ids: pieces = (row start or block start) to the next of either; one reduceat per block.
+        block_lo = np.arange(0, n, _HASH_CHUNK, dtype=np.int64)
+        at = np.searchsorted(row_start, block_lo)
+        fresh = row_start[np.minimum(at, len(row_start) - 1)] != block_lo
+        bounds = np.insert(row_start, at[fresh], block_lo[fresh])  # both sorted: a merge, not a sort
+        first_piece = np.searchsorted(bounds, block_lo)
+        piece_sum = np.empty(len(bounds), dtype=np.uint64)
+        buf = np.empty(min(n, _HASH_CHUNK), dtype=np.uint64)
+        for b, lo in enumerate(block_lo.tolist()):
+            hi = min(n, lo + _HASH_CHUNK)
+            out = buf[:hi - lo]
+            np.multiply(ids[lo:hi], _POW[:hi - lo], out=out, dtype=np.uint64, casting="unsafe")
+            p0 = int(first_piece[b])
+            p1 = int(first_piece[b + 1]) if b + 1 < len(block_lo) else len(bounds)
+            piece_sum[p0:p1] = np.add.reduceat(out, bounds[p0:p1] - lo)
+        del buf
+        piece_row = np.searchsorted(row_start, bounds, side="right") - 1
+        start = row_start[piece_row]
+        lo = bounds - bounds % _HASH_CHUNK
+        at_row_start = bounds == start  # then start - lo < _HASH_CHUNK
+        factor = np.empty(len(bounds), dtype=np.uint64)
+        factor[at_row_start] = _INV_POW[(start - lo)[at_row_start]]
+        factor[~at_row_start] = _pow64(_BASE, (lo - start)[~at_row_start])
+        piece_sum *= factor
+        ids_part = np.add.reduceat(piece_sum, np.searchsorted(bounds, row_start))
+        ids_part *= np.uint64(2)
+        total[nonempty] = ids_part
+        if view.mask is not None:
+            total[nonempty] += _mask_term(view.mask, row_start, int(lengths.max()))
+    return mix64(total ^ mix64(lengths.astype(np.uint64) + _GOLD))
+
+
+def _mask_term(mask: np.ndarray, row_start: np.ndarray, longest: int) -> np.ndarray:
+    """``sum_j mask_j r^j`` of every non-empty row (``row_start``: their first tokens), from runs of the mask.
+
+    The mask changes value a few times a turn: segments of constant mask within one
+    row are found from its change points (plus row starts), and a supervised segment
+    [b, e) of a row starting at s adds ``G[e - s] - G[b - s]``.
+    """
+    n = len(mask)
+    cut = mask[1:] != mask[:-1]
+    cut[row_start[1:] - 1] = True
+    seg = np.concatenate(([0], np.flatnonzero(cut) + 1, [n]))
+    begin, end = seg[:-1], seg[1:]
+    first_seg = np.searchsorted(begin, row_start)  # exact: every row start opens a segment
+    base = np.repeat(row_start, np.diff(first_seg, append=len(begin)))  # the row start of each segment
+    geo = np.zeros(longest + 1, dtype=np.uint64)
+    np.cumsum(_powers(_BASE, longest), out=geo[1:])
+    contrib = geo[end - base] - geo[begin - base]
+    contrib *= mask[begin]  # unsupervised segments add nothing
+    return np.add.reduceat(contrib, first_seg)
 
 
 def find_duplicates(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, list[tuple[int, int]]]:
@@ -297,7 +450,31 @@ def find_duplicates(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, lis
 
     Returns (duplicate rows = rows beyond the first of their group, groups, example pairs
     (first row, duplicate row), sorted by the duplicate row).
+
+    Runs once at the controller over every row (0.9 M at full size): one plain sort of
+    the hashes finds the repeated values, a bit table on their low bits picks the few
+    rows that may carry one, and only those rows are ordered by (hash, row). The same
+    figures as ordering all rows, ~8x faster (a lexsort of all rows took ~250 ms).
     """
+    if not len(hashes):
+        return 0, 0, []
+    ordered = np.sort(hashes)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    del ordered
+    if not len(repeated):
+        return 0, 0, []
+    values = np.unique(repeated)
+    low = np.uint64((1 << 20) - 1)
+    table = np.zeros(1 << 20, dtype=bool)
+    table[(values & low).astype(np.intp)] = True
+    maybe = np.flatnonzero(table[(hashes & low).astype(np.intp)])
+    at = np.minimum(np.searchsorted(values, hashes[maybe]), len(values) - 1)
+    keep = maybe[values[at] == hashes[maybe]]  # every row of a repeated hash, and only those
+    return _duplicate_groups(rows[keep], hashes[keep])
+
+
+def _duplicate_groups(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, list[tuple[int, int]]]:
+    """:func:`find_duplicates` by ordering every given row by (hash, row)."""
     if not len(hashes):
         return 0, 0, []
     order = np.lexsort((rows, hashes))
