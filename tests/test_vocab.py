@@ -34,3 +34,21 @@ def test_second_process_reads_the_cache_not_the_tokenizer(tmp_path, monkeypatch,
         (profile.start, profile.end, profile.newline, profile.think, profile.tool_call)
     np.testing.assert_array_equal(again.role_of_id, profile.role_of_id)
     assert second.decode([profile.start]) == "<|im_start|>"  # decoding loads it on demand
+
+
+def test_byte_table_decodes_like_the_tokenizer_without_loading_it(tmp_path, monkeypatch, tokenizer_dir):
+    """Failure messages and reports decode rows from the cached byte table: no 2-3 s tokenizer parse."""
+    monkeypatch.setenv("DRAFTER_CONTRACTS_CACHE", str(tmp_path))
+    cold = _from_file(tokenizer_dir / "tokenizer.json", "t")
+    assert cold.token_bytes is not None
+    cold.save_tables()
+    warm = _from_file(tokenizer_dir / "tokenizer.json", "t")
+    assert warm._from_cache and "backend" not in warm.__dict__
+    rng = np.random.default_rng(1)
+    ids = np.flatnonzero(warm.known)
+    runs = [rng.choice(ids, size=int(rng.integers(1, 30))).tolist() for _ in range(300)]
+    runs.append(cold.backend.encode("naïve 東京 🙂 <|im_start|>user\nhi<|im_end|>").ids)
+    texts = [warm.decode(r) for r in runs]
+    assert "backend" not in warm.__dict__  # decoded from the table alone
+    assert texts == [cold.backend.decode(r, skip_special_tokens=False) for r in runs]
+    assert warm.decode([5, 10**9]).endswith("<unk:1000000000>")

@@ -20,7 +20,7 @@ from .errors import UsageProblem
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_TOKENIZERS = ("qwen3.6",)
-TABLES_VERSION = 1
+TABLES_VERSION = 2
 
 
 class Vocabulary:
@@ -43,6 +43,7 @@ class Vocabulary:
         if tables:
             self.__dict__["known"] = tables["known"]
             self.__dict__["newline_lead"] = tables["newline_lead"]
+            self.__dict__["token_bytes"] = tables.get("token_bytes")
 
     def __repr__(self) -> str:
         return f"Vocabulary({self.name!r}, fingerprint={self.fingerprint!r})"
@@ -115,6 +116,18 @@ class Vocabulary:
                 lut[i] = True
         return lut
 
+    @cached_property
+    def token_bytes(self) -> tuple[bytes, np.ndarray] | None:
+        """Every id's bytes (flat bytes, offsets) for byte-level BPE tokenizers, else None.
+
+        Decoding a few rows for a failure message or a report must not cost a process
+        the 2-3 s of parsing tokenizer.json: for a byte-level tokenizer (Qwen, Llama 3,
+        DeepSeek) decoding is joining each token's bytes and reading them as UTF-8, so
+        the bytes are cached with the other tables. The table is used only if it decodes
+        a sample of random id runs exactly like the tokenizer.
+        """
+        return _byte_table(self.backend, self.size, self.known)
+
     def _lookup(self, key: str, compute: Callable[[], int | None]) -> int | None:
         if key not in self._lookups:
             found = compute()
@@ -153,11 +166,21 @@ class Vocabulary:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tables-", suffix=".npz", dir=target.parent)
             with os.fdopen(fd, "wb") as fh:
+                table = self.token_bytes
+                extra = {} if table is None else {"token_bytes": np.frombuffer(table[0], np.uint8),
+                                                  "token_offsets": table[1]}
                 np.savez(fh, known=self.known, newline_lead=self.newline_lead,
-                         lookups=np.array(json.dumps(self._lookups)))
+                         lookups=np.array(json.dumps(self._lookups)), **extra)
             os.replace(tmp, target)
         except OSError:
             pass
+
+    def _decode_run(self, run: list[int]) -> str:
+        table = self.token_bytes
+        if table is None:
+            return self.backend.decode(run, skip_special_tokens=False)
+        flat, offsets = table
+        return b"".join(flat[offsets[i]:offsets[i + 1]] for i in run).decode("utf-8", errors="replace")
 
     def decode(self, ids: np.ndarray | list[int]) -> str:
         """Decode known ids; unknown ones show as ``<unk:ID>`` instead of raising."""
@@ -168,11 +191,11 @@ class Vocabulary:
                 run.append(i)
                 continue
             if run:
-                out.append(self.backend.decode(run, skip_special_tokens=False))
+                out.append(self._decode_run(run))
                 run = []
             out.append(f"<unk:{i}>")
         if run:
-            out.append(self.backend.decode(run, skip_special_tokens=False))
+            out.append(self._decode_run(run))
         return "".join(out)
 
 
@@ -185,10 +208,58 @@ def _tables_path(fingerprint: str) -> Path:
 def _cached_tables(fingerprint: str) -> dict[str, Any] | None:
     try:
         with np.load(_tables_path(fingerprint)) as z:
+            table = (z["token_bytes"].tobytes(), z["token_offsets"]) if "token_bytes" in z.files else None
             return {"known": z["known"], "newline_lead": z["newline_lead"],
-                    "lookups": json.loads(str(z["lookups"]))}
+                    "lookups": json.loads(str(z["lookups"])), "token_bytes": table}
     except (OSError, ValueError, KeyError):
         return None
+
+
+def _byte_level_chars() -> dict[str, int]:
+    """The byte-level BPE alphabet: the printable character standing for each byte (GPT-2's mapping)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1), *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+def _byte_table(backend: Any, size: int, known: np.ndarray, samples: int = 400) -> tuple[bytes, np.ndarray] | None:
+    """(flat bytes, offsets) of every id, or None when the tokenizer does not decode byte-level."""
+    decoder = json.loads(backend.to_str()).get("decoder") or {}
+    if decoder.get("type") != "ByteLevel":
+        return None
+    chars = _byte_level_chars()
+    added = {int(i): t.content for i, t in backend.get_added_tokens_decoder().items()}
+    parts: list[bytes] = []
+    for i in range(size):
+        if i in added:
+            parts.append(added[i].encode("utf-8"))
+            continue
+        token = backend.id_to_token(i) if known[i] else None
+        if token is None:
+            parts.append(b"")
+            continue
+        try:
+            parts.append(bytes(chars[c] for c in token))
+        except KeyError:  # a character outside the byte alphabet: not a plain byte-level vocabulary
+            return None
+    offsets = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in parts], out=offsets[1:])
+    flat = b"".join(parts)
+    # Trust but verify: random runs of ids (partial UTF-8 sequences included) decode exactly as the tokenizer does.
+    rng = np.random.default_rng(0)
+    ids = np.flatnonzero(known)
+    for _ in range(samples):
+        run = [int(i) for i in rng.choice(ids, size=int(rng.integers(1, 12)))]
+        mine = b"".join(flat[offsets[i]:offsets[i + 1]] for i in run).decode("utf-8", errors="replace")
+        if mine != backend.decode(run, skip_special_tokens=False):
+            return None
+    return flat, offsets
 
 
 def _from_file(path: Path, name: str) -> Vocabulary:
