@@ -121,3 +121,14 @@ def test_ratios_and_table(bench):
     res["ratios"] = q
     text = bench.table(res)
     assert "NO" in text and "rows100000 300" in text
+    assert q["marginal_n1_over_n2"] is None  # no 1 K -n 1 run to take out
+    res["suite"]["rows1000_n1"] = r(4.0)
+    assert bench.ratios(res)["marginal_n1_over_n2"] == 2.25  # (13 - 4) / (9 - 5)
+
+
+def test_best_of_takes_the_fastest_wall_and_the_largest_memory(bench):
+    runs = [{"wall_s": 9.0, "exit_status": 0, "peak_rss_per_worker_mb": [700, 650], "peak_anon_per_worker_mb": [300, 280]},
+            {"wall_s": 7.5, "exit_status": 0, "peak_rss_per_worker_mb": [600, 640], "peak_anon_per_worker_mb": [310, 250]}]
+    best = bench.best_of(runs)
+    assert best["wall_s"] == 7.5 and best["walls_s"] == [9.0, 7.5] and best["exit_statuses"] == [0]
+    assert best["peak_rss_per_worker_mb"] == [700, 650] and best["peak_anon_per_worker_mb"] == [310, 300]
