@@ -355,7 +355,7 @@ class ContractRun:
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
         }
 
-    def _baseline_check(self, session: pytest.Session, meta: dict[str, Any]) -> None:
+    def _baseline_check(self, session: pytest.Session, meta: dict[str, Any], counts: Any) -> None:
         engine, base = self.engine, self.baseline
         assert base is not None and self.baseline_path is not None
         stats = [self.recorder.stats[k] for k in sorted(self.recorder.stats)]
@@ -368,10 +368,10 @@ class ContractRun:
             return
         from .report.profile import dataset_profile
 
-        current = {"profile": dataset_profile(stats, engine.contract.baseline.top_k), "tokenizer": meta["tokenizer"]}
+        current = {"profile": dataset_profile(stats, engine.contract.baseline.top_k, counts), "tokenizer": meta["tokenizer"]}
         vocab = engine.vocab
         decode = (lambda i: vocab.decode([i])) if vocab is not None else None
-        comparison = baseline_mod.compare(base, current, merged_counts(stats), engine.contract.baseline, decode)
+        comparison = baseline_mod.compare(base, current, counts, engine.contract.baseline, decode)
         self.report_global(session, baseline_mod.result(comparison, current["profile"]["rows"]),
                             [head, *comparison.text()])
 
@@ -402,12 +402,14 @@ class ContractRun:
         if engine.oracle is not None:
             meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
         stats = [self.recorder.stats[k] for k in sorted(self.recorder.stats)]
-        self.report_global(session, engine.token_freq(merged_counts(stats) if stats else None, len(stats)), [])
+        counts = merged_counts(stats)  # once: token_freq, the profile and summary.json all read it
+        self.report_global(session, engine.token_freq(counts, len(stats)), [])
         if self.baseline is not None:
-            self._baseline_check(session, meta)
+            self._baseline_check(session, meta, counts)
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
-                                     DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k)
+                                     DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k,
+                                     counts)
         self.summary.update(split_section(engine, self.raw))
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()

@@ -113,9 +113,16 @@ def global_figures(stats: dict[int, dict], num_shards: int) -> dict[str, Any]:
     return out
 
 
+_UNSET: Any = object()
+
+
 def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exit_status: int,
-                  order: tuple[str, ...] = (), top_k: int = 100) -> dict[str, Any]:
-    """The summary.json document; ``order`` fixes the order of checks (reports arrive in any order)."""
+                  order: tuple[str, ...] = (), top_k: int = 100, counts: Any = _UNSET) -> dict[str, Any]:
+    """The summary.json document; ``order`` fixes the order of checks (reports arrive in any order).
+
+    ``counts``: the shards' supervised-id counts already merged by the caller (the controller
+    merges them once for token_freq too), else merged here.
+    """
     rank = {name: i for i, name in enumerate(order)}
     checks = {}
     for name in sorted(recorder.checks, key=lambda n: (rank.get(n, len(rank)), n)):
@@ -135,6 +142,8 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
             "global": bool(c.get("global")),  # decided at the controller over every shard it saw
         }
     shards = [recorder.stats[k] for k in sorted(recorder.stats)]
+    if counts is _UNSET:
+        counts = merged_counts(shards)
     # Timings live apart from the verdicts, so verdicts are identical whatever -n was.
     meta = {**meta, "timing": {**meta.get("timing", {}),
                                "per_check_seconds": {n: round(recorder.checks[n]["seconds"], 3) for n in checks}}}
@@ -143,10 +152,10 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
         **meta,
         "exit_status": exit_status,
         "figures": global_figures(recorder.stats, num_shards),
-        "profile": dataset_profile(shards, top_k),
+        "profile": dataset_profile(shards, top_k, counts),
         "checks": checks,
         # Sparse id counts are summed here once instead of per shard: a sum of sums is all a merge needs.
-        "supervised_id_counts": _counts_json(merged_counts(shards)),
+        "supervised_id_counts": _counts_json(counts),
         "shards": [{k: v for k, v in s.items() if k != "supervised_id_counts"} for s in shards],
     }
 
