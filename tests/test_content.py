@@ -91,7 +91,7 @@ def clean_content(tmp_path_factory, clean_dataset, tokenizer_dir):
 
     subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={clean_dataset}",
                     f"--tokenizer={tokenizer_dir}", "--shard-size=400", "--expected-count=2000",
-                    f"--report-dir={pytester_dir}", "-k", " or ".join(CONTENT)], check=True, capture_output=True,
+                    f"--report-dir={pytester_dir}", "-k", "row_contracts"], check=True, capture_output=True,
                    cwd=pytester_dir)
     return json.loads((pytester_dir / "summary.json").read_text())
 
@@ -116,7 +116,7 @@ def test_content_mutant_warns_by_default_and_fails_when_strict(pytester, content
                                                                 strict_contract, name):
     folder, mutation = content_mutants[name]
     flagged = {t.removeprefix("test_") for t in mutation.expected_failures}
-    selection = ("-k", " or ".join(CONTENT))
+    selection = ("-k", "row_contracts")  # the shards' tests: every per-row and content contract
     ret, summary, out = run(pytester, folder, tokenizer_dir, *selection)
     assert ret == 0, out[-3000:]
     for check in flagged:
@@ -134,7 +134,7 @@ def test_content_mutant_warns_by_default_and_fails_when_strict(pytester, content
 
 
 def test_strict_passes_when_content_is_clean(pytester, clean_dataset, tokenizer_dir, strict_contract):
-    ret, summary, _ = run(pytester, clean_dataset, tokenizer_dir, f"--contract={strict_contract}", "-k", "short_rows")
+    ret, summary, _ = run(pytester, clean_dataset, tokenizer_dir, f"--contract={strict_contract}", "-k", "row_contracts")
     failing = {k for k, c in summary["checks"].items() if c["verdict"] == "fail"}
     # A shard's test runs every content contract: the fixture's "OK." replies fail theirs under strict.
     assert summary["checks"]["short_rows"]["verdict"] == "pass" and "short_rows" not in failing
@@ -146,7 +146,7 @@ def test_strict_duplicates_fail_at_the_controller_with_two_workers(pytester, con
     folder, mutation = content_mutants["duplicate_rows_copied"]
     result = pytester.runpytest_subprocess(f"--dataset-path={folder}", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
                                            f"--contract={strict_contract}", "--report-dir=reports", "-n", "2",
-                                           "-p", "no:cacheprovider", "-k", "duplicate_rows", "--junitxml=junit.xml")
+                                           "-p", "no:cacheprovider", "-k", "row_contracts", "--junitxml=junit.xml")
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
     dup = summary["checks"]["duplicate_rows"]
     assert result.ret == 1 and summary["exit_status"] == 1
@@ -157,7 +157,7 @@ def test_strict_duplicates_fail_at_the_controller_with_two_workers(pytester, con
 
 
 def test_duplicates_skip_when_shards_are_deselected(pytester, clean_dataset, tokenizer_dir):
-    ret, summary, _ = run(pytester, clean_dataset, tokenizer_dir, "-k", "duplicate_rows and shard-00000")
+    ret, summary, _ = run(pytester, clean_dataset, tokenizer_dir, "-k", "row_contracts and shard-00000")
     assert ret == 0
     assert summary["checks"]["duplicate_rows"]["verdict"] == "skip"
     assert "1 of 5 shards" in summary["checks"]["duplicate_rows"]["skip_reasons"][0]

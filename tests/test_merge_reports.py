@@ -90,6 +90,10 @@ def test_merged_verdict_equals_single_machine_verdict(runs, violating, tmp_path)
     assert "compared within each of the 3 parts only" in merged["checks"]["duplicate_rows"]["messages"][-1]
     assert merged["checks"]["duplicate_rows"]["rows_violating"] <= single["checks"]["duplicate_rows"]["rows_violating"]
     assert merged["figures"] == single["figures"]
+    # Exact supervised-id counts (what token_freq.pt is checked against) and the whole profile survive the merge.
+    assert merged["supervised_id_counts"] is not None
+    assert merged["supervised_id_counts"] == single["supervised_id_counts"]
+    assert merged["profile"] == single["profile"]
     failing = {name for name, c in merged["checks"].items() if c["verdict"] == "fail"}
     assert failing == {name for name, c in single["checks"].items() if c["verdict"] == "fail"}
     assert {"lengths_agree", "ids_known", "mask_on_assistant_spans"} <= failing, failing

@@ -51,7 +51,7 @@ def test_histogram_matches_a_per_row_count(with_fresh_file):
 
 def run(pytester, folder: Path, tokenizer_dir: Path, *extra: str):
     result = pytester.runpytest_inprocess(f"--dataset-path={folder}", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
-                                          "--report-dir=reports", "-p", "no:cacheprovider", "-k", "token_freq", *extra)
+                                          "--report-dir=reports", "-p", "no:cacheprovider", "-k", "row_contracts", *extra)
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
     return result, summary["checks"]["token_freq"]
 

@@ -8,12 +8,12 @@ joins the summary like any contract's (report-only unless ``[content] strict``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
 
-from .checks.content import find_duplicates
+from .checks.content import exact_groups, repeated_hash_groups
 from .results import CheckResult, Violation
 from .wire import unpack
 
@@ -39,8 +39,12 @@ class PayloadCollector:
                 kept.append((key, value))
         report.user_properties = kept
 
-    def duplicates(self, num_shards: int, strict: bool) -> CheckResult:
-        """The global duplicate verdict; skipped when not every shard sent its hashes."""
+    def duplicates(self, num_shards: int, strict: bool, row_keys: Callable[[np.ndarray], list[bytes]]) -> CheckResult:
+        """The global duplicate verdict; skipped when not every shard sent its hashes.
+
+        ``row_keys(rows)``: the exact contents of the given global rows, read from the
+        dataset for the few rows whose hash repeats.
+        """
         if len(self.hashes) != num_shards:
             return CheckResult("duplicate_rows", "dataset", skipped=(
                 f"row hashes arrived from {len(self.hashes)} of {num_shards} shards (tests deselected or skipped): "
@@ -48,7 +52,7 @@ class PayloadCollector:
         rows = np.concatenate([np.frombuffer(r, dtype=np.int64) for r, _ in self.hashes.values()] or [np.zeros(0, np.int64)])
         hashes = np.concatenate([np.frombuffer(h, dtype=np.uint64) for _, h in self.hashes.values()]
                                 or [np.zeros(0, np.uint64)])
-        extra, groups, pairs = find_duplicates(rows, hashes)
+        extra, groups, pairs = exact_groups(repeated_hash_groups(rows, hashes), row_keys)
         examples = [Violation(dup, -1, f"same ids and mask as row {first}") for first, dup in pairs[:MAX_PAIRS]]
         by_reason = {"exact duplicate of an earlier row": extra} if extra else {}
         rate = extra / len(rows) if len(rows) else 0.0

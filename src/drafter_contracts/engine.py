@@ -289,6 +289,28 @@ class Engine:
         w = self.work(shard)
         return (w.view.rows + shard.start).astype(np.int64), content.row_hashes(w.view)
 
+    def row_keys(self, rows: np.ndarray) -> list[bytes]:
+        """Exact contents (ids, then mask) of the given global rows, for comparing duplicate candidates.
+
+        Rows are read per record batch in chunks, so memory is bounded by the chunk
+        whatever the number of candidates.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        keys: list[bytes] = [b""] * len(rows)
+        has_mask = "loss_mask" not in self.column_problems
+        for lo in range(0, len(rows), 4096):
+            at = order[lo:lo + 4096]
+            part = self.dataset.take_rows(rows[at])
+            ids = _list_column(part.column("input_ids"))
+            mask = _list_column(part.column("loss_mask")) if has_mask else None
+            for j, k in enumerate(at.tolist()):
+                key = ids.values[ids.offsets[j]:ids.offsets[j + 1]].tobytes()
+                if mask is not None:
+                    key += b"|" + (mask.values[mask.offsets[j]:mask.offsets[j + 1]] != 0).tobytes()
+                keys[k] = key
+        return keys
+
     @cached_property
     def special_ids(self) -> np.ndarray:
         """Bool per id: added/special tokens, where the tokenizer splits text before BPE."""

@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -463,14 +464,62 @@ def find_duplicates(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, lis
     del ordered
     if not len(repeated):
         return 0, 0, []
-    values = np.unique(repeated)
+    keep = _rows_of(np.unique(repeated), hashes)
+    return _duplicate_groups(rows[keep], hashes[keep])
+
+
+def _rows_of(values: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """Indices of the hashes equal to one of the sorted ``values`` (a bit table on the low bits
+    first, so only the few rows that may match are searched)."""
     low = np.uint64((1 << 20) - 1)
     table = np.zeros(1 << 20, dtype=bool)
     table[(values & low).astype(np.intp)] = True
     maybe = np.flatnonzero(table[(hashes & low).astype(np.intp)])
     at = np.minimum(np.searchsorted(values, hashes[maybe]), len(values) - 1)
-    keep = maybe[values[at] == hashes[maybe]]  # every row of a repeated hash, and only those
-    return _duplicate_groups(rows[keep], hashes[keep])
+    return maybe[values[at] == hashes[maybe]]  # every row of a repeated hash, and only those
+
+
+def repeated_hash_groups(rows: np.ndarray, hashes: np.ndarray) -> list[np.ndarray]:
+    """Rows sharing a hash with another row, one sorted array per hash: the candidates that the
+    controller compares exactly (a hash match alone is never reported as a duplicate)."""
+    if not len(hashes):
+        return []
+    ordered = np.sort(hashes)
+    repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    del ordered
+    if not len(repeated):
+        return []
+    keep = _rows_of(repeated, hashes)
+    order = np.lexsort((rows[keep], hashes[keep]))
+    r, h = rows[keep][order], hashes[keep][order]
+    cuts = np.flatnonzero(h[1:] != h[:-1]) + 1
+    return np.split(r, cuts)
+
+
+def exact_groups(candidates: list[np.ndarray], keys: Callable[[np.ndarray], list[bytes]]
+                 ) -> tuple[int, int, list[tuple[int, int]]]:
+    """Duplicate figures from hash-candidate groups, comparing the rows' contents exactly.
+
+    ``keys(rows)`` gives each row's exact content (ids and mask bytes). The row hash
+    is a polynomial over 2**64, fast and collision-free for rows differing in one
+    place, but structured rows can collide (two 1,024-token Thue-Morse rows do), so a
+    hash match only nominates rows: each group is split by content and only identical
+    rows count. Same return value as :func:`find_duplicates`.
+    """
+    extra, groups, pairs = 0, 0, []
+    for group in candidates:
+        first: dict[bytes, int] = {}
+        repeated: set[bytes] = set()
+        for row, key in zip(group.tolist(), keys(group)):
+            if key in first:
+                extra += 1
+                repeated.add(key)
+                pairs.append((first[key], row))
+            else:
+                first[key] = row
+        groups += len(repeated)
+    pairs.sort(key=lambda p: p[1])
+    return extra, groups, pairs
 
 
 def _duplicate_groups(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, list[tuple[int, int]]]:

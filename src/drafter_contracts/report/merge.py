@@ -11,14 +11,16 @@ the summary of one machine checking everything (timings and paths aside).
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import UsageProblem
 from .html import write_html
+from .profile import merged_counts
 from .summary import STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
 
 _SHARD_IN_NODEID = re.compile(r"\[shard-(\d+)\[")
@@ -29,21 +31,27 @@ PER_PART_CHECKS = {"tokenizer_drift"}
 _REBUILT = {"schema_version", "exit_status", "figures", "checks", "split", "raw", "timing"}
 
 
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
+def _json_value(value: Any) -> Any:
+    """A JSON-safe copy (numpy scalars and arrays as plain numbers and lists); anything else that
+    JSON cannot hold becomes its repr, so one odd value never drops a whole record."""
+    def plain(v: Any) -> Any:
+        if isinstance(v, np.generic):
+            return v.item()
+        if isinstance(v, np.ndarray):
+            return v.tolist()
+        return repr(v)
+
+    return json.loads(json.dumps(value, default=plain))
 
 
 def raw_record(nodeid: str, outcome: str, props: dict[str, Any], reason: str | None) -> dict[str, Any]:
     """One recorded test report in replayable form (what ``Recorder.add`` was given, less the shard
-    stats: those are in the summary's own ``shards`` section, and checking them here cost seconds)."""
+    stats: those are in the summary's own ``shards`` section). A copy: the summary later adds decoded
+    excerpts to its examples, which the records must not carry."""
     m = _SHARD_IN_NODEID.search(nodeid)
     return {"nodeid": nodeid, "outcome": outcome, "reason": reason,
             "shard": int(m.group(1)) if m else None,
-            "props": {k: v for k, v in props.items() if k != STATS_KEY and _jsonable(v)}}
+            "props": {k: _json_value(v) for k, v in props.items() if k != STATS_KEY}}
 
 
 def split_section(engine: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -51,14 +59,12 @@ def split_section(engine: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
     from ..dataset import plan_identity
 
     k, n = engine.split or (1, 1)
-    # Deep copies: the summary later adds decoded excerpts to its examples, which the records must not carry.
-    slim = [{**r, "props": copy.deepcopy(r["props"])} for r in records]
     return {
         "split": {"k": k, "n": n, "shards_total": len(engine.all_shards),
                   "shards": [s.index for s in engine.shards],
                   "rows": [[s.start, s.stop] for s in engine.shards],
                   "plan": plan_identity(engine.all_shards, engine.dataset)},
-        "raw": {"records": slim},
+        "raw": {"records": records},
     }
 
 
@@ -149,7 +155,9 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
     meta["merged_from"] = [{"k": d["split"]["k"], "n": n, "summary": str(p), "dataset_path": d["dataset"]["path"]}
                            for p, d in parts]
     total = first["split"]["shards_total"]
-    summary = build_summary(meta, recorder, total, 0, order)
+    # Each part's top-level counts are the sum of its shards' own: their sum is the whole dataset's.
+    counts = merged_counts([{"supervised_id_counts": d.get("supervised_id_counts")} for _, d in parts])
+    summary = build_summary(meta, recorder, total, 0, order, counts=counts)
     summary["split"] = {"k": 1, "n": 1, "merged_parts": n, "shards_total": total,
                         "shards": sorted(i for _, d in parts for i in d["split"]["shards"]),
                         "rows": sorted(r for _, d in parts for r in d["split"]["rows"]),
