@@ -43,16 +43,57 @@ class RowView:
         over every token each. int32 while it cannot overflow: half the memory traffic.
         """
         assert self.mask is not None
-        n = len(self.mask)
-        cs = np.zeros(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
-        np.cumsum(self.mask.view(np.uint8), dtype=cs.dtype, out=cs[1:])
-        return cs
+        return mask_prefix(self.mask)
 
     @cached_property
     def supervised_per_row(self) -> np.ndarray:
         """Supervised-token count of every row (int64)."""
         cs = self.supervised_prefix
         return cs[self.offsets[1:]].astype(np.int64) - cs[self.offsets[:-1]]
+
+
+#: Multiplying a little-endian word of eight 0/1 bytes by this leaves in byte j the sum of bytes 0..j.
+_BYTE_ONES = np.uint64(0x0101010101010101)
+
+
+def mask_prefix_reference(mask: np.ndarray) -> np.ndarray:
+    """The plain formulation of :func:`mask_prefix` (one scalar cumsum), kept for tests."""
+    n = len(mask)
+    cs = np.zeros(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+    np.cumsum(mask.view(np.uint8), dtype=cs.dtype, out=cs[1:])
+    return cs
+
+
+def mask_prefix(mask: np.ndarray) -> np.ndarray:
+    """``cs[i]`` = true values among ``mask[:i]`` (length n + 1; int32 while it fits), ~2x faster than cumsum.
+
+    numpy's cumsum is a scalar loop (~4 ns a token). Here eight mask bytes are read as
+    one uint64 and multiplied by 0x0101...01: byte j of the product is then the
+    inclusive count of the word's bytes 0..j (at most 8, so no byte carries into the
+    next). Only the word totals (one in eight tokens) go through cumsum; every token
+    is then its word's running base plus its byte, in two vectorised passes.
+    """
+    n = len(mask)
+    m8 = mask.view(np.uint8)
+    nw = n // 8
+    if n >= 2**31 - 1 or nw < 2:
+        return mask_prefix_reference(mask)
+    body = nw * 8
+    cs = np.empty(n + 1, dtype=np.int32)
+    cs[0] = 0
+    # A view of the first 8 * nw bytes as words (a copy only if the mask is not contiguous).
+    incl = np.ascontiguousarray(m8[:body]).view(np.uint64) * _BYTE_ONES
+    tot = (incl >> np.uint64(56)).astype(np.int32)  # byte 7: the word's total
+    base = np.empty(nw, dtype=np.int32)  # true values before each word
+    base[0] = 0
+    np.cumsum(tot[:-1], out=base[1:])
+    words = cs[1:1 + body].reshape(nw, 8)
+    np.copyto(words, incl.view(np.uint8).reshape(nw, 8), casting="unsafe")
+    words += base[:, None]
+    tail = cs[1 + body:]
+    np.cumsum(m8[body:], dtype=np.int32, out=tail)
+    tail += base[-1] + tot[-1]
+    return cs
 
 
 def problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:

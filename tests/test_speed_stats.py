@@ -1,0 +1,50 @@
+"""Fast forms of the per-shard stats pinned to the plain numpy they replace, on random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
+from drafter_contracts.report.profile import run_counts, small_counts
+
+masks = hnp.arrays(bool, st.integers(0, 300))
+
+
+@given(masks, st.integers(0, 9))
+def test_mask_prefix_equals_cumsum(mask, start):
+    """Byte-word prefix sums equal numpy's cumsum, also on an unaligned, offset slice."""
+    for m in (mask, mask[min(start, len(mask)):]):
+        want = np.concatenate(([0], np.cumsum(m, dtype=np.int32))).astype(np.int32)
+        got = mask_prefix(m)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(mask_prefix_reference(m), want)
+
+
+def test_mask_prefix_long_runs():
+    rng = np.random.default_rng(1)
+    mask = np.repeat(rng.random(2000) < 0.7, rng.integers(1, 200, 2000))
+    np.testing.assert_array_equal(mask_prefix(mask), mask_prefix_reference(mask))
+
+
+def pair_counts_reference(role: np.ndarray, mask: np.ndarray, minlength: int) -> tuple[np.ndarray, np.ndarray]:
+    """The per-token formulation run_counts replaced: one count of (role, supervised) pairs."""
+    pairs = small_counts((role << np.uint8(1)) | mask.view(np.uint8), 2 * minlength).reshape(-1, 2)
+    return pairs.sum(axis=1), pairs[:, 1]
+
+
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(1, 30)), max_size=40), st.randoms(use_true_random=False))
+def test_run_counts_equal_pair_count(runs, rnd):
+    role = np.repeat(np.array([r for r, _ in runs], dtype=np.uint8), [k for _, k in runs])
+    mask = np.array([rnd.random() < 0.6 for _ in range(len(role))], dtype=bool)
+    counts, sup = run_counts(role, mask_prefix(mask), 13)
+    want_counts, want_sup = pair_counts_reference(role, mask, 13)
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_array_equal(sup, want_sup)
+    assert counts.dtype == sup.dtype == np.int64
+    no_mask, none = run_counts(role, None, 13)
+    assert none is None
+    np.testing.assert_array_equal(no_mask, np.bincount(role, minlength=13))
