@@ -10,13 +10,13 @@ from hypothesis.extra import numpy as hnp
 from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
 from drafter_contracts.report.profile import run_counts, small_counts
 
-masks = hnp.arrays(bool, st.integers(0, 300))
+masks = hnp.arrays(bool, st.integers(0, 700))
 
 
 @given(masks, st.integers(0, 9))
 def test_mask_prefix_equals_cumsum(mask, start):
-    """Byte-word prefix sums equal numpy's cumsum, also on an unaligned, offset slice."""
-    for m in (mask, mask[min(start, len(mask)):]):
+    """Byte-word prefix sums equal numpy's cumsum, also on an unaligned, offset slice and a strided one."""
+    for m in (mask, mask[min(start, len(mask)):], mask[::2]):
         want = np.concatenate(([0], np.cumsum(m, dtype=np.int32))).astype(np.int32)
         got = mask_prefix(m)
         assert got.dtype == np.int32
@@ -25,9 +25,13 @@ def test_mask_prefix_equals_cumsum(mask, start):
 
 
 def test_mask_prefix_long_runs():
+    """Shard-like masks: long runs, full 64-token blocks (block totals of 64) and a ragged tail."""
     rng = np.random.default_rng(1)
     mask = np.repeat(rng.random(2000) < 0.7, rng.integers(1, 200, 2000))
     np.testing.assert_array_equal(mask_prefix(mask), mask_prefix_reference(mask))
+    for n in (0, 1, 127, 128, 129, 64 * 50 + 63):
+        for m in (np.ones(n, bool), np.zeros(n, bool)):
+            np.testing.assert_array_equal(mask_prefix(m), mask_prefix_reference(m))
 
 
 def pair_counts_reference(role: np.ndarray, mask: np.ndarray, minlength: int) -> tuple[np.ndarray, np.ndarray]:
@@ -48,3 +52,16 @@ def test_run_counts_equal_pair_count(runs, rnd):
     no_mask, none = run_counts(role, None, 13)
     assert none is None
     np.testing.assert_array_equal(no_mask, np.bincount(role, minlength=13))
+
+
+@given(hnp.arrays(np.int32, st.integers(0, 200), elements=st.integers(-3, 60)))
+def test_sparse_counts_equal_plain_count(ids):
+    """Exact sparse counts, negatives left out, dtypes fixed (int32 ids, int64 counts)."""
+    from drafter_contracts.report.profile import sparse_counts
+
+    got = sparse_counts(ids)
+    keep = ids[ids >= 0]
+    want_ids, want_counts = np.unique(keep, return_counts=True)
+    assert got["ids"].dtype == np.int32 and got["counts"].dtype == np.int64
+    np.testing.assert_array_equal(got["ids"], want_ids)
+    np.testing.assert_array_equal(got["counts"], want_counts)

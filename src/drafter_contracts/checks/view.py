@@ -68,31 +68,36 @@ def mask_prefix(mask: np.ndarray) -> np.ndarray:
     """``cs[i]`` = true values among ``mask[:i]`` (length n + 1; int32 while it fits), ~2x faster than cumsum.
 
     numpy's cumsum is a scalar loop (~4 ns a token). Here eight mask bytes are read as
-    one uint64 and multiplied by 0x0101...01: byte j of the product is then the
-    inclusive count of the word's bytes 0..j (at most 8, so no byte carries into the
-    next). Only the word totals (one in eight tokens) go through cumsum; every token
-    is then its word's running base plus its byte, in two vectorised passes.
+    one uint64 and multiplied by 0x0101...01: byte j of the product is the inclusive
+    count of the word's bytes 0..j (at most 8, so no byte carries into the next). The
+    same trick on the eight word totals of a 64-token block (at most 64 each) gives
+    every byte its inclusive count within the block. Only the block totals (one per 64
+    tokens) go through cumsum; each token is then its block's base plus its byte, in
+    two vectorised passes with a 64-long inner loop.
     """
     n = len(mask)
     m8 = mask.view(np.uint8)
-    nw = n // 8
-    if n >= 2**31 - 1 or nw < 2:
+    nb = n // 64
+    if n >= 2**31 - 1 or nb < 2:
         return mask_prefix_reference(mask)
-    body = nw * 8
+    body = nb * 64
     cs = np.empty(n + 1, dtype=np.int32)
     cs[0] = 0
-    # A view of the first 8 * nw bytes as words (a copy only if the mask is not contiguous).
-    incl = np.ascontiguousarray(m8[:body]).view(np.uint64) * _BYTE_ONES
-    tot = (incl >> np.uint64(56)).astype(np.int32)  # byte 7: the word's total
-    base = np.empty(nw, dtype=np.int32)  # true values before each word
+    # The first 64 * nb bytes as words (copied only if the mask is not contiguous).
+    incl = np.ascontiguousarray(m8[:body]).view(np.uint64) * _BYTE_ONES  # in-word inclusive counts (<= 8)
+    tot = (incl >> np.uint64(56)).astype(np.uint8)  # byte 7: the word's total
+    w_incl = tot.view(np.uint64) * _BYTE_ONES  # per block of 8 words: inclusive word counts (<= 64)
+    incl += (w_incl - tot.view(np.uint64)).view(np.uint8) * _BYTE_ONES  # + tokens of the block's earlier words
+    b_tot = (w_incl >> np.uint64(56)).astype(np.int32)  # block totals
+    base = np.empty(nb, dtype=np.int32)  # true values before each block
     base[0] = 0
-    np.cumsum(tot[:-1], out=base[1:])
-    words = cs[1:1 + body].reshape(nw, 8)
-    np.copyto(words, incl.view(np.uint8).reshape(nw, 8), casting="unsafe")
-    words += base[:, None]
+    np.cumsum(b_tot[:-1], out=base[1:])
+    blocks = cs[1:1 + body].reshape(nb, 64)
+    np.copyto(blocks, incl.view(np.uint8).reshape(nb, 64), casting="unsafe")
+    blocks += base[:, None]
     tail = cs[1 + body:]
     np.cumsum(m8[body:], dtype=np.int32, out=tail)
-    tail += base[-1] + tot[-1]
+    tail += base[-1] + b_tot[-1]
     return cs
 
 
