@@ -20,7 +20,7 @@ from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
-from .report.profile import run_counts, segment_counts, seq_len_histogram, share_histogram, sparse_counts
+from .report.profile import run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult, Violation
 from .spans import chatml
 from .spans.labels import Labels, Role
@@ -89,15 +89,9 @@ class ShardWork:
             out["anchor_positions"] = int(content.anchor_counts(self.view, self.contract.content.block_size).sum())
         if labels is not None:
             mask = self.view.mask
-            # Per-role token and supervised counts from the labeller's segments, else from role runs; the
-            # supervised ones from the shared prefix sum (tests/test_speed_stats.py keeps the per-token count).
-            prefix = self.view.supervised_prefix if mask is not None else None
-            seg = labels.segments
-            if seg is not None:
-                counts, sup = segment_counts(len(labels.role), seg.start, seg.seg_role, seg.moved_at,
-                                             seg.moved_from, seg.moved_to, prefix, mask, len(Role))
-            else:
-                counts, sup = run_counts(labels.role, prefix, len(Role))
+            # Per-role token and supervised counts at the level of role runs, the latter from the shared
+            # supervised prefix sum (run_counts; tests/test_speed_stats.py keeps the per-token pair count).
+            counts, sup = run_counts(labels.role, self.view.supervised_prefix if mask is not None else None, len(Role))
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
             out["boundary_tokens"] = int(np.count_nonzero(labels.boundary))
             if mask is not None:

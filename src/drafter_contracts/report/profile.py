@@ -83,27 +83,6 @@ def _per_code(seg_code: np.ndarray, bounds: np.ndarray, prefix: np.ndarray | Non
     return counts, np.bincount(seg_code, weights=np.diff(prefix[bounds]), minlength=minlength).astype(np.int64)
 
 
-def segment_counts(length: int, start: np.ndarray, seg_code: np.ndarray, moved_at: np.ndarray,
-                   moved_from: np.ndarray, moved_to: np.ndarray, prefix: np.ndarray | None,
-                   flag: np.ndarray | None, minlength: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """:func:`run_counts` of codes a labeller built from segments (``spans.labels.RoleSegments``): no token pass.
-
-    Each segment adds its length (and its flagged count, from ``prefix``) to its code;
-    each moved position takes one token (and its ``flag``) from its segment's code to
-    its own. Codes must be below 128 (code and flag share a byte).
-    """
-    bounds = np.empty(len(start) + 1, dtype=np.int64)
-    bounds[:-1] = start
-    bounds[-1] = length
-    counts, sup = _per_code(seg_code, bounds, prefix, minlength)
-    if prefix is None or flag is None:
-        return counts + np.bincount(moved_to, minlength=minlength) - np.bincount(moved_from, minlength=minlength), None
-    f = flag[moved_at].view(np.uint8)
-    moved = (small_counts((moved_to << np.uint8(1)) | f, 2 * minlength)[:2 * minlength]
-             - small_counts((moved_from << np.uint8(1)) | f, 2 * minlength)[:2 * minlength]).reshape(-1, 2)
-    return counts + moved.sum(axis=1), sup + moved[:, 1]
-
-
 def sparse_counts(ids: np.ndarray) -> dict[str, np.ndarray]:
     """Exact counts of the (non-negative) ids given, kept sparse as arrays: {"ids": int32, "counts": int64}.
 

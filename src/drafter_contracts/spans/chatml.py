@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import UsageProblem
 from ..vocab import Vocabulary
 from . import generic
-from .labels import Labels, Role, RoleSegments, TurnProblem
+from .labels import Labels, Role, TurnProblem
 from .profile import CompiledProfile
 
 ROLE_WORDS = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER,
@@ -247,8 +247,7 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
     tr2 = tr[s_idx[keep2]]
     is_nl2 = tid2 == profile.newline
     nl_ok2 = newline_ok(tid2)
-    r2 = np.where(is_nl2, np.uint8(Role.HEADER), tr2)
-    role[p2] = r2
+    role[p2] = np.where(is_nl2, np.uint8(Role.HEADER), tr2)
     boundary[p2[nl_ok2 & ~is_nl2]] = True
     put_problem(p2, np.where(~nl_ok2 & (tr2 != Role.INJECTED), np.uint8(TurnProblem.MALFORMED_HEADER), np.uint8(0)))
     e_idx = np.flatnonzero(is_e)
@@ -259,8 +258,7 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
     ke = e_idx[keep_e]
     in_e = ls[ke] >= 0  # closed by this end marker; otherwise outside any turn
     after_e = in_e & (ids[pe] == profile.newline)
-    r_e = np.where(after_e & (tr[ke] == Role.ASSISTANT), np.uint8(Role.AFTER_ASSISTANT_END), np.uint8(Role.OUTSIDE))
-    role[pe] = r_e
+    role[pe] = np.where(after_e & (tr[ke] == Role.ASSISTANT), np.uint8(Role.AFTER_ASSISTANT_END), np.uint8(Role.OUTSIDE))
     put_problem(pe, np.where(in_e & ~after_e, np.uint8(TurnProblem.TEXT_OUTSIDE_TURN), np.uint8(0)))
 
     # --- general rules: every marker, and the s + 2 tokens whose s + 1 is a marker
@@ -319,32 +317,7 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
     still_open = (ls[jl] >= 0) & (le[jl] < ls[jl])
     unclosed = lasts[still_open & (lengths[nonempty] < max_len)]
     problem[unclosed[problem[unclosed] == 0]] = TurnProblem.UNCLOSED_TURN
-    return Labels(role, boundary, problem, _segments(ev_pos, seg_role, (p1, p2, pe, special), (
-        s_idx[s1][nxt_ev[s_idx[s1]] > s_pos[s1] + 1], s_idx[keep2], ke, j), (r2, r_e, t_role), p2m))
-
-
-def _segments(ev_pos: np.ndarray, seg_role: np.ndarray, at: tuple, ev: tuple, to: tuple,
-              p2m: np.ndarray) -> RoleSegments:
-    """The labeller's by-product for per-role totals: segments, and the tokens relabelled away from them.
-
-    ``at`` are the positions written after the spread (s + 1, s + 2, e + 1, then the general
-    rules' markers and moved s + 2), ``ev`` their segments and ``to`` their roles (s + 1's is
-    HEADER). Only a moved s + 2 (``p2m``) can also be an s + 1 or an e + 1 (an opener or end
-    marker at s + 1); the general rules wrote it last, so it is dropped from those two.
-    """
-    p1, p2, pe, special = at
-    p1_ev, p2_ev, pe_ev, sp_ev = ev
-    r2, r_e, t_role = to
-    r1 = np.full(len(p1), Role.HEADER, dtype=np.uint8)
-    if len(p2m):
-        k1 = p2m[np.minimum(np.searchsorted(p2m, p1), len(p2m) - 1)] != p1
-        ke = p2m[np.minimum(np.searchsorted(p2m, pe), len(p2m) - 1)] != pe
-        p1, p1_ev, r1, pe, pe_ev, r_e = p1[k1], p1_ev[k1], r1[k1], pe[ke], pe_ev[ke], r_e[ke]
-    pos = np.concatenate((p1, p2, pe, special))
-    new = np.concatenate((r1, r2, r_e, t_role))
-    old = seg_role[np.concatenate((p1_ev, p2_ev, pe_ev, sp_ev))]
-    moved = new != old
-    return RoleSegments(ev_pos, seg_role, pos[moved], old[moved], new[moved])
+    return Labels(role, boundary, problem)
 
 
 def label_reference(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile", max_len: int) -> Labels:

@@ -61,26 +61,9 @@ TURN_PROBLEM_TEXT = {
 
 
 @dataclass
-class RoleSegments:
-    """How a run-level labeller built ``Labels.role``, so per-role totals need no pass over the tokens.
-
-    ``role`` is ``seg_role[i]`` on ``[start[i], start[i + 1])`` (the last segment ends at
-    n), except at the unique positions ``moved_at``, where it is ``moved_to`` instead of
-    their segment's ``moved_from``.
-    """
-
-    start: np.ndarray  # sorted first position of each segment; the segments tile [0, n)
-    seg_role: np.ndarray  # uint8 role of each segment's ordinary tokens
-    moved_at: np.ndarray  # positions relabelled to another role than their segment's
-    moved_from: np.ndarray  # uint8: their segment's role
-    moved_to: np.ndarray  # uint8: their role in Labels.role
-
-
-@dataclass
 class Labels:
     """Roles of every token of a shard view, aligned with its flat ids."""
 
     role: np.ndarray  # uint8 per token, values of Role
     boundary: np.ndarray  # bool per token: header newline merged with content whitespace
     problem: np.ndarray  # uint8 per token, values of TurnProblem
-    segments: RoleSegments | None = None  # by-product of labellers that spread roles over segments
