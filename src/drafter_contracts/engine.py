@@ -93,9 +93,11 @@ class ShardWork:
             # supervised prefix sum (run_counts; tests/test_speed_stats.py keeps the per-token pair count).
             counts, sup = run_counts(labels.role, self.view.supervised_prefix if mask is not None else None, len(Role))
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
-            out["boundary_tokens"] = int(np.count_nonzero(labels.boundary))
+            # Boundary tokens are rare (~1 K a shard): find them once, read the mask only there.
+            at = np.flatnonzero(labels.boundary)
+            out["boundary_tokens"] = len(at)
             if mask is not None:
-                out["boundary_supervised"] = int(np.count_nonzero(labels.boundary & mask))
+                out["boundary_supervised"] = int(np.count_nonzero(mask[at]))
                 out["role_supervised"] = {Role(i).name.lower(): int(c) for i, c in enumerate(sup) if c}
         return out
 
