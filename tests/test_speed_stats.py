@@ -80,9 +80,11 @@ def profile(vocab):
 
 @pytest.fixture(scope="module")
 def alphabet(profile, vocab):
-    from test_speed_labels import alphabet as make_alphabet
-
-    return make_alphabet.__wrapped__(profile, vocab)
+    """Markers, role names, content and out-of-range ids: the marker soup of test_speed_labels."""
+    enc = lambda text: vocab.backend.encode(text, add_special_tokens=False).ids[0]  # noqa: E731
+    return [profile.start, profile.end, profile.newline, enc("\n\n"), enc("user"), enc("assistant"), enc("assistant"),
+            enc("system"), enc("tool"), enc("Hello"), enc(" "), enc(" world"), profile.think[0], profile.think[1],
+            profile.tool_call[0], profile.tool_call[1], enc("narrator"), -1, len(profile.role_of_id) + 7]
 
 
 @settings(max_examples=300, deadline=None)
