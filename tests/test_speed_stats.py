@@ -8,8 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from test_speed_labels import _soup  # marker soups with every structural problem
+
 from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
 from drafter_contracts.report.profile import run_counts, small_counts
+from drafter_contracts.spans.chatml import ChatMLProfile, label
 from drafter_contracts.spans.labels import Role
 
 masks = hnp.arrays(bool, st.integers(0, 700))
@@ -72,9 +75,7 @@ def test_sparse_counts_equal_plain_count(ids):
 # --------------------------------------------------------------------------- on real labels
 
 @pytest.fixture(scope="module")
-def profile(vocab):
-    from drafter_contracts.spans.chatml import ChatMLProfile
-
+def profile(vocab) -> ChatMLProfile:
     return ChatMLProfile.from_vocabulary(vocab)
 
 
@@ -91,10 +92,6 @@ def alphabet(profile, vocab):
 @given(st.data())
 def test_run_counts_on_labeller_output(profile, alphabet, data):
     """run_counts equals the per-token pair count on the chatml labeller's roles over marker soups."""
-    from test_speed_labels import _soup
-
-    from drafter_contracts.spans.chatml import label
-
     rows, ids, offsets, max_len = _soup(data, alphabet, profile)
     role = label(ids, offsets, profile, max_len).role
     mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(role), max_size=len(role))), dtype=bool)
