@@ -20,7 +20,7 @@ from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
-from .report.profile import seq_len_histogram, share_histogram, small_counts, sparse_counts
+from .report.profile import run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult, Violation
 from .spans import chatml
 from .spans.labels import Labels, Role
@@ -89,17 +89,15 @@ class ShardWork:
             out["anchor_positions"] = int(content.anchor_counts(self.view, self.contract.content.block_size).sum())
         if labels is not None:
             mask = self.view.mask
-            if mask is not None:
-                # One count of (role, supervised) pairs gives both per-role figures in a single pass.
-                pairs = small_counts((labels.role << np.uint8(1)) | mask.view(np.uint8), 2 * len(Role))
-                pairs = pairs.reshape(-1, 2)
-                counts, sup = pairs.sum(axis=1), pairs[:, 1]
-            else:
-                counts = np.bincount(labels.role, minlength=len(Role))
+            # Per-role token and supervised counts at the level of role runs, the latter from the shared
+            # supervised prefix sum (run_counts; tests/test_speed_stats.py keeps the per-token pair count).
+            counts, sup = run_counts(labels.role, self.view.supervised_prefix if mask is not None else None, len(Role))
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
-            out["boundary_tokens"] = int(np.count_nonzero(labels.boundary))
+            # Boundary tokens are rare (~1 K a shard): find them once, read the mask only there.
+            at = np.flatnonzero(labels.boundary)
+            out["boundary_tokens"] = len(at)
             if mask is not None:
-                out["boundary_supervised"] = int(np.count_nonzero(labels.boundary & mask))
+                out["boundary_supervised"] = int(np.count_nonzero(mask[at]))
                 out["role_supervised"] = {Role(i).name.lower(): int(c) for i, c in enumerate(sup) if c}
         return out
 

@@ -43,16 +43,62 @@ class RowView:
         over every token each. int32 while it cannot overflow: half the memory traffic.
         """
         assert self.mask is not None
-        n = len(self.mask)
-        cs = np.zeros(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
-        np.cumsum(self.mask.view(np.uint8), dtype=cs.dtype, out=cs[1:])
-        return cs
+        return mask_prefix(self.mask)
 
     @cached_property
     def supervised_per_row(self) -> np.ndarray:
         """Supervised-token count of every row (int64)."""
         cs = self.supervised_prefix
         return cs[self.offsets[1:]].astype(np.int64) - cs[self.offsets[:-1]]
+
+
+#: Multiplying a little-endian word of eight 0/1 bytes by this leaves in byte j the sum of bytes 0..j.
+_BYTE_ONES = np.uint64(0x0101010101010101)
+
+
+def mask_prefix_reference(mask: np.ndarray) -> np.ndarray:
+    """The plain formulation of :func:`mask_prefix` (one scalar cumsum), kept for tests."""
+    n = len(mask)
+    cs = np.zeros(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+    np.cumsum(mask.view(np.uint8), dtype=cs.dtype, out=cs[1:])
+    return cs
+
+
+def mask_prefix(mask: np.ndarray) -> np.ndarray:
+    """``cs[i]`` = true values among ``mask[:i]`` (length n + 1; int32 while it fits), ~2x faster than cumsum.
+
+    numpy's cumsum is a scalar loop (~4 ns a token). Here eight mask bytes are read as
+    one uint64 and multiplied by 0x0101...01: byte j of the product is the inclusive
+    count of the word's bytes 0..j (at most 8, so no byte carries into the next). The
+    same trick on the eight word totals of a 64-token block (at most 64 each) gives
+    every byte its inclusive count within the block. Only the block totals (one per 64
+    tokens) go through cumsum; each token is then its block's base plus its byte, in
+    two vectorised passes with a 64-long inner loop.
+    """
+    n = len(mask)
+    m8 = mask.view(np.uint8)
+    nb = n // 64
+    if n >= 2**31 - 1 or nb < 2:
+        return mask_prefix_reference(mask)
+    body = nb * 64
+    cs = np.empty(n + 1, dtype=np.int32)
+    cs[0] = 0
+    # The first 64 * nb bytes as words (copied only if the mask is not contiguous).
+    incl = np.ascontiguousarray(m8[:body]).view(np.uint64) * _BYTE_ONES  # in-word inclusive counts (<= 8)
+    tot = (incl >> np.uint64(56)).astype(np.uint8)  # byte 7: the word's total
+    w_incl = tot.view(np.uint64) * _BYTE_ONES  # per block of 8 words: inclusive word counts (<= 64)
+    incl += (w_incl - tot.view(np.uint64)).view(np.uint8) * _BYTE_ONES  # + tokens of the block's earlier words
+    b_tot = (w_incl >> np.uint64(56)).astype(np.int32)  # block totals
+    base = np.empty(nb, dtype=np.int32)  # true values before each block
+    base[0] = 0
+    np.cumsum(b_tot[:-1], out=base[1:])
+    blocks = cs[1:1 + body].reshape(nb, 64)
+    np.copyto(blocks, incl.view(np.uint8).reshape(nb, 64), casting="unsafe")
+    blocks += base[:, None]
+    tail = cs[1 + body:]
+    np.cumsum(m8[body:], dtype=np.int32, out=tail)
+    tail += base[-1] + b_tot[-1]
+    return cs
 
 
 def problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:

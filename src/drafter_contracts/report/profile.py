@@ -53,6 +53,36 @@ def small_counts(codes: np.ndarray, minlength: int) -> np.ndarray:
     return out[:last]
 
 
+def run_counts(codes: np.ndarray, prefix: np.ndarray | None, minlength: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per code: how many positions carry it, and (with ``prefix``) the sum of the prefix-summed flag over them.
+
+    Codes such as role labels come in long runs (a turn's content), so both totals are
+    read at the run level: one comparison pass finds the change points, and each run
+    adds its length and ``prefix[end] - prefix[start]`` (e.g. its supervised tokens,
+    from the shard's shared ``supervised_prefix``) to its code. Replaces a per-token
+    count of (code, flag) pairs. Both results are int64.
+    """
+    n = len(codes)
+    if n == 0:
+        zero = np.zeros(minlength, dtype=np.int64)
+        return zero, (zero.copy() if prefix is not None else None)
+    change = np.flatnonzero(codes[1:] != codes[:-1])
+    bounds = np.empty(len(change) + 2, dtype=np.int64)  # run edges: 0, each change, n
+    bounds[0], bounds[-1] = 0, n
+    np.add(change, 1, out=bounds[1:-1])
+    return _per_code(codes[bounds[:-1]], bounds, prefix, minlength)
+
+
+def _per_code(seg_code: np.ndarray, bounds: np.ndarray, prefix: np.ndarray | None,
+              minlength: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Sums of segment lengths (and prefix increments) per segment code; ``bounds`` has one edge more."""
+    # float64 weights are exact: a shard's totals are far below 2**53
+    counts = np.bincount(seg_code, weights=np.diff(bounds), minlength=minlength).astype(np.int64)
+    if prefix is None:
+        return counts, None
+    return counts, np.bincount(seg_code, weights=np.diff(prefix[bounds]), minlength=minlength).astype(np.int64)
+
+
 def sparse_counts(ids: np.ndarray) -> dict[str, np.ndarray]:
     """Exact counts of the (non-negative) ids given, kept sparse as arrays: {"ids": int32, "counts": int64}.
 
@@ -62,13 +92,15 @@ def sparse_counts(ids: np.ndarray) -> dict[str, np.ndarray]:
     empty = {"ids": np.zeros(0, np.int32), "counts": np.zeros(0, np.int64)}
     if not len(ids):
         return empty
-    if ids.min() < 0:  # a corrupt negative id is reported by ids_known; it has no count here
+    try:  # bincount scans min and max itself and refuses negatives: no separate min() pass
+        counts = np.bincount(ids)
+    except ValueError:  # a corrupt negative id is reported by ids_known; it has no count here
         ids = ids[ids >= 0]
         if not len(ids):
             return empty
-    counts = np.bincount(ids)
-    nz = np.flatnonzero(counts)
-    return {"ids": nz.astype(np.int32), "counts": counts[nz].astype(np.int64)}
+        counts = np.bincount(ids)
+    nz = np.flatnonzero(counts != 0)  # on a bool array: ~4x faster than on the int64 counts
+    return {"ids": nz.astype(np.int32), "counts": counts[nz].astype(np.int64, copy=False)}
 
 
 # --- merging -----------------------------------------------------------------------------------

@@ -1,0 +1,101 @@
+"""Fast forms of the per-shard stats pinned to the plain numpy they replace, on random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from test_speed_labels import _soup  # marker soups with every structural problem
+
+from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
+from drafter_contracts.report.profile import run_counts, small_counts
+from drafter_contracts.spans.chatml import ChatMLProfile, label
+from drafter_contracts.spans.labels import Role
+
+masks = hnp.arrays(bool, st.integers(0, 700))
+
+
+@given(masks, st.integers(0, 9))
+def test_mask_prefix_equals_cumsum(mask, start):
+    """Byte-word prefix sums equal numpy's cumsum, also on an unaligned, offset slice and a strided one."""
+    for m in (mask, mask[min(start, len(mask)):], mask[::2]):
+        want = np.concatenate(([0], np.cumsum(m, dtype=np.int32))).astype(np.int32)
+        got = mask_prefix(m)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(mask_prefix_reference(m), want)
+
+
+def test_mask_prefix_long_runs():
+    """Shard-like masks: long runs, full 64-token blocks (block totals of 64) and a ragged tail."""
+    rng = np.random.default_rng(1)
+    mask = np.repeat(rng.random(2000) < 0.7, rng.integers(1, 200, 2000))
+    np.testing.assert_array_equal(mask_prefix(mask), mask_prefix_reference(mask))
+    for n in (0, 1, 127, 128, 129, 64 * 50 + 63):
+        for m in (np.ones(n, bool), np.zeros(n, bool)):
+            np.testing.assert_array_equal(mask_prefix(m), mask_prefix_reference(m))
+
+
+def pair_counts_reference(role: np.ndarray, mask: np.ndarray, minlength: int) -> tuple[np.ndarray, np.ndarray]:
+    """The per-token formulation run_counts replaced: one count of (role, supervised) pairs."""
+    pairs = small_counts((role << np.uint8(1)) | mask.view(np.uint8), 2 * minlength).reshape(-1, 2)
+    return pairs.sum(axis=1), pairs[:, 1]
+
+
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(1, 30)), max_size=40), st.randoms(use_true_random=False))
+def test_run_counts_equal_pair_count(runs, rnd):
+    role = np.repeat(np.array([r for r, _ in runs], dtype=np.uint8), [k for _, k in runs])
+    mask = np.array([rnd.random() < 0.6 for _ in range(len(role))], dtype=bool)
+    counts, sup = run_counts(role, mask_prefix(mask), 13)
+    want_counts, want_sup = pair_counts_reference(role, mask, 13)
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_array_equal(sup, want_sup)
+    assert counts.dtype == sup.dtype == np.int64
+    no_mask, none = run_counts(role, None, 13)
+    assert none is None
+    np.testing.assert_array_equal(no_mask, np.bincount(role, minlength=13))
+
+
+@given(hnp.arrays(np.int32, st.integers(0, 200), elements=st.integers(-3, 60)))
+def test_sparse_counts_equal_plain_count(ids):
+    """Exact sparse counts, negatives left out, dtypes fixed (int32 ids, int64 counts)."""
+    from drafter_contracts.report.profile import sparse_counts
+
+    got = sparse_counts(ids)
+    keep = ids[ids >= 0]
+    want_ids, want_counts = np.unique(keep, return_counts=True)
+    assert got["ids"].dtype == np.int32 and got["counts"].dtype == np.int64
+    np.testing.assert_array_equal(got["ids"], want_ids)
+    np.testing.assert_array_equal(got["counts"], want_counts)
+
+
+# --------------------------------------------------------------------------- on real labels
+
+@pytest.fixture(scope="module")
+def profile(vocab) -> ChatMLProfile:
+    return ChatMLProfile.from_vocabulary(vocab)
+
+
+@pytest.fixture(scope="module")
+def alphabet(profile, vocab):
+    """Markers, role names, content and out-of-range ids: the marker soup of test_speed_labels."""
+    enc = lambda text: vocab.backend.encode(text, add_special_tokens=False).ids[0]  # noqa: E731
+    return [profile.start, profile.end, profile.newline, enc("\n\n"), enc("user"), enc("assistant"), enc("assistant"),
+            enc("system"), enc("tool"), enc("Hello"), enc(" "), enc(" world"), profile.think[0], profile.think[1],
+            profile.tool_call[0], profile.tool_call[1], enc("narrator"), -1, len(profile.role_of_id) + 7]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_run_counts_on_labeller_output(profile, alphabet, data):
+    """run_counts equals the per-token pair count on the chatml labeller's roles over marker soups."""
+    rows, ids, offsets, max_len = _soup(data, alphabet, profile)
+    role = label(ids, offsets, profile, max_len).role
+    mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(role), max_size=len(role))), dtype=bool)
+    counts, sup = run_counts(role, mask_prefix(mask), len(Role))
+    want_counts, want_sup = pair_counts_reference(role, mask, len(Role))
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_array_equal(sup, want_sup)
