@@ -99,3 +99,12 @@ def test_run_counts_on_labeller_output(profile, alphabet, data):
     want_counts, want_sup = pair_counts_reference(role, mask, len(Role))
     np.testing.assert_array_equal(counts, want_counts)
     np.testing.assert_array_equal(sup, want_sup)
+
+
+def test_sparse_counts_leave_out_ids_beyond_the_vocabulary():
+    """A corrupt id of 2**40 is ids_known's violation; counting it would ask bincount for 8 TB."""
+    from drafter_contracts.report.profile import sparse_counts
+
+    out = sparse_counts(np.array([3, 2**40, 3, -1, 7], dtype=np.int64), limit=100)
+    assert out["ids"].tolist() == [3, 7] and out["counts"].tolist() == [2, 1]
+    assert sparse_counts(np.array([2**40], dtype=np.int64))["ids"].tolist() == []

@@ -48,8 +48,9 @@ class ShardWork:
     """Lazily computed arrays, view and labels of one shard."""
 
     def __init__(self, dataset: SavedDataset, shard: Shard, contract: Contract,
-                 profile: chatml.ChatMLProfile | None) -> None:
+                 profile: chatml.ChatMLProfile | None, id_limit: int = 1 << 24) -> None:
         self.dataset, self.shard, self.contract, self.profile = dataset, shard, contract, profile
+        self.id_limit = id_limit
 
     @cached_property
     def arrays(self) -> ShardArrays:
@@ -83,7 +84,7 @@ class ShardWork:
             "rows_at_max_len": int((lengths == self.contract.max_len).sum()),
             "supervised_tokens": int(self.view.supervised_prefix[-1]) if self.view.mask is not None else None,
         }
-        out.update(profile_stats(self.view))
+        out.update(profile_stats(self.view, self.id_limit))
         labels = self.labels
         if self.view.mask is not None:
             out["anchor_positions"] = int(content.anchor_counts(self.view, self.contract.content.block_size).sum())
@@ -102,15 +103,16 @@ class ShardWork:
         return out
 
 
-def profile_stats(view: RowView) -> dict:
-    """Mergeable per-shard inputs of the dataset profile: fixed-bin histograms and sparse id counts."""
+def profile_stats(view: RowView, id_limit: int = 1 << 24) -> dict:
+    """Mergeable per-shard inputs of the dataset profile: fixed-bin histograms and sparse id counts
+    (of the ids below ``id_limit``, the tokenizer's size: larger ones are ids_known's violations)."""
     lengths = view.lengths
     out: dict = {"seq_len_hist": seq_len_histogram(lengths)}
     if view.mask is not None:
         # Per-row counts come from the shard's shared prefix sums (one int32 cumsum for all checks).
         per_row = view.supervised_per_row
         out["supervised_share_hist"] = share_histogram(per_row, lengths)
-        out["supervised_id_counts"] = sparse_counts(view.ids[view.mask])
+        out["supervised_id_counts"] = sparse_counts(view.ids[view.mask], id_limit)
     return out
 
 
@@ -199,7 +201,8 @@ class Engine:
             self._results.clear()
             self._stats.clear()
             self.dataset.release_pages()  # and its file pages from this process's RSS
-            self._work = ShardWork(self.dataset, shard, self.contract, self.profile)
+            self._work = ShardWork(self.dataset, shard, self.contract, self.profile,
+                                   self.vocab.size if self.vocab is not None else 1 << 24)
         return self._work
 
     def stats(self, shard: Shard) -> dict | None:

@@ -83,18 +83,24 @@ def _per_code(seg_code: np.ndarray, bounds: np.ndarray, prefix: np.ndarray | Non
     return counts, np.bincount(seg_code, weights=np.diff(prefix[bounds]), minlength=minlength).astype(np.int64)
 
 
-def sparse_counts(ids: np.ndarray) -> dict[str, np.ndarray]:
-    """Exact counts of the (non-negative) ids given, kept sparse as arrays: {"ids": int32, "counts": int64}.
+def sparse_counts(ids: np.ndarray, limit: int = 1 << 24) -> dict[str, np.ndarray]:
+    """Exact counts of the ids in ``[0, limit)``, kept sparse as arrays: {"ids": int32, "counts": int64}.
 
     Arrays, not lists: they travel from xdist workers as raw buffers (see ``wire``),
-    and only the dataset-wide sum is ever written as JSON.
+    and only the dataset-wide sum is ever written as JSON. Ids outside ``[0, limit)``
+    (the tokenizer's size) are corrupt, reported row by row by ids_known, and not
+    counted here: one id of 2**40 would otherwise ask bincount for 8 TB.
     """
     empty = {"ids": np.zeros(0, np.int32), "counts": np.zeros(0, np.int64)}
     if not len(ids):
         return empty
+    if int(ids.max()) >= limit:
+        ids = ids[ids < limit]
+        if not len(ids):
+            return empty
     try:  # bincount scans min and max itself and refuses negatives: no separate min() pass
         counts = np.bincount(ids)
-    except ValueError:  # a corrupt negative id is reported by ids_known; it has no count here
+    except ValueError:  # a corrupt negative id
         ids = ids[ids >= 0]
         if not len(ids):
             return empty
