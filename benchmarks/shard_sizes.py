@@ -2,10 +2,10 @@
 
     python benchmarks/shard_sizes.py --rows 300000 --sizes 2500,5000,10000,20000,40000 -n 2
 
-Small shards cost a fixed amount per test (12 tests per shard, each a pytest item
-with its reports sent to the controller); large shards cost memory (the span labels
-take ~60 bytes per token) and balance badly over many workers. The default is
-chosen from this sweep (README, "Scale").
+Small shards cost a fixed amount per test (one test per shard, its reports sent to
+the controller); large shards cost memory (~30 bytes per token of one shard) and
+balance badly over many workers. The default is chosen from such a sweep (README,
+"Scale"). The token bound is lifted here, so the row count alone sizes the shards.
 """
 
 from __future__ import annotations
