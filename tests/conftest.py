@@ -5,6 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+# Imported here, before any in-process pytester run: pytester restores sys.modules after each inner
+# run, dropping what the inner run imported first (a dataset run derives a template profile with
+# transformers on a cold cache; token_freq.pt loads torch), and importing torch or a Rust extension a
+# second time in one process corrupts memory ("bad call flags", then a segfault in the GC).
+import tokenizers  # noqa: F401
+import torch  # noqa: F401
+import transformers  # noqa: F401
 
 from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
 from drafter_contracts.vocab import Vocabulary, load_vocabulary

@@ -386,12 +386,8 @@ class Engine:
                         _list_column(part.column("loss_mask")) if "loss_mask" not in self.column_problems else None,
                         None, None)
         view = usable_view(a)
-        special = self.special_ids
-        try:
-            result = drift.check_tokenizer_drift(view, a, self.vocab.backend, special, self.vocab.known,
-                                                 len(picked), self.contract.drift.seed)
-        finally:
-            self.vocab.release_backend()  # the rest of this worker's run decodes from the byte table
+        result = drift.check_tokenizer_drift(view, a, self.vocab.backend, self.special_ids, self.vocab.known,
+                                             len(picked), self.contract.drift.seed)
         result.scope = "dataset"
         result.examples = [Violation(int(picked[v.row]), v.position, v.reason) for v in result.examples]
         return result

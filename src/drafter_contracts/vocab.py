@@ -85,27 +85,6 @@ class Vocabulary:
         """The ``tokenizers.Tokenizer`` (loaded on first use)."""
         return self._load_backend()
 
-    def release_backend(self) -> None:
-        """Free the parsed tokenizer (~480 MB for Qwen3.6's 248 K tokens) once a step is done with it.
-
-        Only the drift sample needs it in a dataset run; kept, it would stay in that
-        worker's anonymous memory for the rest of the run, which is what must fit under a
-        memory limit (freed memory goes back to the system only with ``malloc_trim``).
-        Anything that needs it later loads it again.
-        """
-        self.__dict__.pop("backend", None)
-        self.__dict__.pop("token_to_id", None)
-        self.__dict__.pop("hf_tokenizer", None)
-        import gc
-
-        gc.collect()
-        try:
-            import ctypes
-
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc: the memory is reused by this process instead
-            pass
-
     @cached_property
     def token_to_id(self) -> dict[str, int]:
         return self.backend.get_vocab(with_added_tokens=True)
