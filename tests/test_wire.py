@@ -49,3 +49,17 @@ def test_merged_counts_sum_exactly_across_parts_and_list_inputs():
     ids, counts = merged_counts([{"supervised_id_counts": a}, {"supervised_id_counts": b}])
     assert ids.tolist() == [1, 4, 9] and counts.tolist() == [12, 1, 2]
     assert merged_counts([{"supervised_id_counts": None}]) is None
+
+
+def test_recorder_sums_id_counts_as_shards_arrive_and_once_per_shard():
+    from drafter_contracts.report.summary import STATS_KEY, Recorder
+
+    rec = Recorder()
+    for shard, ids in ((0, [5, 5, 9]), (1, [9, 2]), (1, [9, 2])):  # shard 1 reported twice (a re-run)
+        stats = {"shard": shard, "supervised_id_counts": sparse_counts(np.array(ids, dtype=np.int32))}
+        rec.add(f"t::s{shard}", "passed", {STATS_KEY: stats}, None)
+    ids, counts = rec.supervised_counts()
+    assert ids.tolist() == [2, 5, 9] and counts.tolist() == [1, 2, 2]
+    assert all("supervised_id_counts" not in s for s in rec.stats.values())  # not kept per shard
+    rec.add("t::s2", "passed", {STATS_KEY: {"shard": 2}}, None)  # a shard without loss_mask
+    assert rec.supervised_counts() is None

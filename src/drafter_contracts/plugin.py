@@ -26,7 +26,6 @@ from .report.excerpts import MAX_DECODED, decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.html import write_html
 from .report.merge import raw_record, split_section
-from .report.profile import merged_counts
 from .report.summary import (DETAILS_KEY, RESULT_KEY, RESULTS_KEY, STATS_KEY, Recorder, build_summary,
                              terminal_lines, write_summary)
 from .results import CheckResult
@@ -407,7 +406,7 @@ class ContractRun:
         if engine.oracle is not None:
             meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
         stats = [self.recorder.stats[k] for k in sorted(self.recorder.stats)]
-        counts = merged_counts(stats)  # once: token_freq, the profile and summary.json all read it
+        counts = self.recorder.supervised_counts()  # token_freq, the baseline, the profile and summary.json
         token_freq = engine.token_freq(counts, len(stats))
         if token_freq.skipped:  # no file to check: in the summary with its reason, not an extra pytest test
             self._record(f"{self._module_prefix or 'drafter-contracts'}::test_token_freq", "skipped",
