@@ -14,6 +14,7 @@ import torch  # noqa: F401
 import transformers  # noqa: F401
 
 from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
+from drafter_contracts.spans.chatml import ChatMLProfile
 from drafter_contracts.vocab import Vocabulary, load_vocabulary
 
 FIXTURE_ROWS = 2000
@@ -35,3 +36,17 @@ def clean_dataset() -> Path:
     from drafter_contracts.fixtures.generate import fixture_dataset_dir
 
     return fixture_dataset_dir(FIXTURE_ROWS, 0)
+
+
+@pytest.fixture(scope="session")
+def profile(vocab: Vocabulary) -> ChatMLProfile:
+    return ChatMLProfile.from_vocabulary(vocab)
+
+
+@pytest.fixture(scope="session")
+def alphabet(profile: ChatMLProfile, vocab: Vocabulary) -> list[int]:
+    """Markers, role names, content and out-of-range ids: the tokens of the labellers' marker-soup properties."""
+    enc = lambda text: vocab.backend.encode(text, add_special_tokens=False).ids[0]  # noqa: E731
+    return [profile.start, profile.end, profile.newline, enc("\n\n"), enc("user"), enc("assistant"), enc("assistant"),
+            enc("system"), enc("tool"), enc("Hello"), enc(" "), enc(" world"), profile.think[0], profile.think[1],
+            profile.tool_call[0], profile.tool_call[1], enc("narrator"), -1, len(profile.role_of_id) + 7]

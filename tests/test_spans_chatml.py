@@ -18,11 +18,6 @@ R, P = Role, TurnProblem
 
 
 @pytest.fixture(scope="module")
-def profile(vocab) -> ChatMLProfile:
-    return ChatMLProfile.from_vocabulary(vocab)
-
-
-@pytest.fixture(scope="module")
 def enc(vocab):
     return lambda text: vocab.backend.encode(text, add_special_tokens=False).ids
 
@@ -204,26 +199,6 @@ def test_vectorized_equals_reference(profile, enc, data):
         assert got_roles == want_roles, row
         assert [bool(x) for x in got_problems] == [bool(x) for x in want_problems], row
         start += len(row)
-
-
-# --- property: the marker-level labeller == the per-token formulation it replaced -------------
-
-@given(st.data())
-def test_marker_level_equals_per_token_reference(profile, enc, data):
-    """Every role, boundary flag and problem code, on marker soups with odd and out-of-range ids."""
-    alphabet = [profile.start, profile.end, profile.newline, enc("\n\n")[0], enc("user")[0], enc("assistant")[0],
-                enc("system")[0], enc("tool")[0], enc("Hello")[0], enc(" ")[0], profile.think[0], profile.think[1],
-                profile.tool_call[0], profile.tool_call[1], enc("narrator")[0], -1, len(profile.role_of_id) + 7]
-    rows = data.draw(st.lists(st.lists(st.sampled_from(alphabet), max_size=30), min_size=1, max_size=6))
-    max_len = data.draw(st.integers(1, 32))
-    ids = np.array([i for r in rows for i in r], dtype=data.draw(st.sampled_from([np.int32, np.int64])))
-    offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
-    fast = label(ids, offsets, profile, max_len)
-    ref = label_reference(ids, offsets, profile, max_len)
-    for field in ("role", "boundary", "problem"):
-        got, want = getattr(fast, field), getattr(ref, field)
-        assert got.dtype == want.dtype, field
-        np.testing.assert_array_equal(got, want, err_msg=f"{field} differs on {rows} (max_len {max_len})")
 
 
 def test_marker_level_equals_reference_on_fixture_rows(profile, enc):

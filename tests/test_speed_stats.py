@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -12,7 +11,7 @@ from test_speed_labels import _soup  # marker soups with every structural proble
 
 from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
 from drafter_contracts.report.profile import run_counts, small_counts
-from drafter_contracts.spans.chatml import ChatMLProfile, label
+from drafter_contracts.spans.chatml import label
 from drafter_contracts.spans.labels import Role
 
 masks = hnp.arrays(bool, st.integers(0, 700))
@@ -73,20 +72,6 @@ def test_sparse_counts_equal_plain_count(ids):
 
 
 # --------------------------------------------------------------------------- on real labels
-
-@pytest.fixture(scope="module")
-def profile(vocab) -> ChatMLProfile:
-    return ChatMLProfile.from_vocabulary(vocab)
-
-
-@pytest.fixture(scope="module")
-def alphabet(profile, vocab):
-    """Markers, role names, content and out-of-range ids: the marker soup of test_speed_labels."""
-    enc = lambda text: vocab.backend.encode(text, add_special_tokens=False).ids[0]  # noqa: E731
-    return [profile.start, profile.end, profile.newline, enc("\n\n"), enc("user"), enc("assistant"), enc("assistant"),
-            enc("system"), enc("tool"), enc("Hello"), enc(" "), enc(" world"), profile.think[0], profile.think[1],
-            profile.tool_call[0], profile.tool_call[1], enc("narrator"), -1, len(profile.role_of_id) + 7]
-
 
 @settings(max_examples=300, deadline=None)
 @given(st.data())

@@ -170,15 +170,9 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
 
 
 def _part_stats(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A part's per-shard stats by shard index, its supervised-id counts riding on its first shard.
-
-    The counts are summed over the part's shards already; attaching the sum to one shard
-    keeps the merged total exact while storing each part's counts only once.
-    """
-    stats = {str(s["shard"]): dict(s) for s in doc["shards"]}
-    if stats and doc.get("supervised_id_counts") is not None:
-        stats[min(stats, key=int)]["supervised_id_counts"] = doc["supervised_id_counts"]
-    return stats
+    """A part's per-shard stats by shard index (its supervised-id counts are summed apart, from its
+    top-level ``supervised_id_counts``)."""
+    return {str(s["shard"]): dict(s) for s in doc["shards"]}
 
 
 def _carry_excerpts(summary: dict[str, Any], parts: list[tuple[Path, dict[str, Any]]]) -> None:
