@@ -42,10 +42,3 @@ def test_prefix_sum_figures_equal_per_row_loop(rows, block):
     assert view.supervised_per_row.tolist() == [sum(r) for r in rows]
     assert content._first_supervised(view).tolist() == [r.index(True) if any(r) else -1 for r in rows]
     assert content.anchor_counts(view, block).tolist() == [sum(r[:max(0, len(r) - block)]) for r in rows]
-
-
-@given(hnp.arrays(np.uint8, st.integers(0, 300), elements=st.integers(0, 255)), st.integers(0, 40))
-def test_small_counts_equal_bincount(codes, minlength):
-    from drafter_contracts.report.profile import small_counts
-
-    np.testing.assert_array_equal(small_counts(codes, minlength), np.bincount(codes, minlength=minlength))

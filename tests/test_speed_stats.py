@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 from test_speed_labels import _soup  # marker soups with every structural problem
 
 from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
-from drafter_contracts.report.profile import run_counts, small_counts
+from drafter_contracts.report.profile import run_counts
 from drafter_contracts.spans.chatml import label
 from drafter_contracts.spans.labels import Role
 
@@ -19,7 +19,7 @@ masks = hnp.arrays(bool, st.integers(0, 700))
 
 @given(masks, st.integers(0, 9))
 def test_mask_prefix_equals_cumsum(mask, start):
-    """Byte-word prefix sums equal numpy's cumsum, also on an unaligned, offset slice and a strided one."""
+    """Compiled prefix sums equal numpy's cumsum, also on an unaligned, offset slice and a strided one."""
     for m in (mask, mask[min(start, len(mask)):], mask[::2]):
         want = np.concatenate(([0], np.cumsum(m, dtype=np.int32))).astype(np.int32)
         got = mask_prefix(m)
@@ -40,7 +40,7 @@ def test_mask_prefix_long_runs():
 
 def pair_counts_reference(role: np.ndarray, mask: np.ndarray, minlength: int) -> tuple[np.ndarray, np.ndarray]:
     """The per-token formulation run_counts replaced: one count of (role, supervised) pairs."""
-    pairs = small_counts((role << np.uint8(1)) | mask.view(np.uint8), 2 * minlength).reshape(-1, 2)
+    pairs = np.bincount((role << np.uint8(1)) | mask.view(np.uint8), minlength=2 * minlength).reshape(-1, 2)
     return pairs.sum(axis=1), pairs[:, 1]
 
 

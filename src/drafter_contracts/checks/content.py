@@ -322,52 +322,16 @@ def mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-_MOD64 = 1 << 64
 _BASE = 0x9E3779B97F4A7C15  # the weight base r: odd, so every power r^j is a unit mod 2^64 (r = 5 mod 8)
-_HASH_CHUNK = 1 << 15  # tokens per block: the block and its weight table stay in L2
-
-
-def _powers(base: int, count: int) -> np.ndarray:
-    """``base ** j mod 2**64`` for j < count (uint64), by doubling: log2(count) array multiplies."""
-    out = np.ones(max(count, 1), dtype=np.uint64)[:count]
-    k = 1
-    while k < count:
-        m = min(k, count - k)
-        np.multiply(out[:m], np.uint64(pow(base, k, _MOD64)), out=out[k:k + m])
-        k += m
-    return out
-
-
-def _pow64(base: int, exps: np.ndarray) -> np.ndarray:
-    """``base ** e mod 2**64`` for each non-negative exponent (square and multiply over a small array)."""
-    out = np.ones(len(exps), dtype=np.uint64)
-    e = exps.astype(np.uint64)
-    b = base % _MOD64
-    while len(e) and e.any():
-        odd = (e & np.uint64(1)).astype(bool)
-        out[odd] *= np.uint64(b)
-        b = b * b % _MOD64
-        e >>= np.uint64(1)
-    return out
-
-
-_POW = _powers(_BASE, _HASH_CHUNK)  # r^j: the weight of the j-th token of a block
-_INV_POW = _powers(pow(_BASE, -1, _MOD64), _HASH_CHUNK)  # r^-j: moves a block-relative sum to its row's start
 
 
 def row_hashes(view: RowView) -> np.ndarray:
-    """A 64-bit hash of every row's ids, mask and length (order-sensitive, vectorized).
+    """A 64-bit hash of every row's ids, mask and length (order-sensitive).
 
     ``H = sum_j (2 id_j + mask_j) r^j  (mod 2^64)`` over the row's positions j, for
     a fixed odd ``r``; the hash is ``mix64(H ^ mix64(length + GOLD))``, a bijection
-    of ``H`` for a given length. Cost: one mixed-type multiply and one ``reduceat``
-    per token (ids), the mask from its few change points, no per-token position array.
-
-    Computing it: ids are weighted ``r^(p - lo)`` by their position p in a block of
-    ``_HASH_CHUNK`` tokens starting at lo (one cached table), summed per piece (a row's
-    part inside one block) and each piece moved to its row start by one factor
-    ``r^(lo - start)``. The mask term is a sum over runs of supervised tokens of
-    geometric sums ``G[end] - G[begin]``, ``G[k] = sum_{j<k} r^j``.
+    of ``H`` for a given length. ``H`` is one compiled pass over the shard
+    (:func:`drafter_contracts.kernels.row_hash_sums`, ~0.5 ns a token).
 
     Why equal hashes mean equal rows: two rows of one length collide iff
     ``sum_j d_j r^j = 0 (mod 2^64)`` with ``d_j = 2 (a_j - b_j) + (m_j - m'_j)``.
@@ -378,72 +342,20 @@ def row_hashes(view: RowView) -> np.ndarray:
     tokens. Rows of different lengths (a row and its prefix) differ in the length
     term; any other difference leaves a value that is uniform for practical purposes
     (a zero needs Thue-Morse-like sign patterns over thousands of positions), so
-    collisions among a million rows (5e11 pairs) have probability ~3e-8. Linear
+    collisions among a million rows (5e11 pairs) have probability ~3e-8, and a hash
+    match only nominates rows for an exact comparison (:func:`exact_groups`). Linear
     position weights (sums of ``j * id_j``) would not do: a row and its mirror image
     often share them.
     """
+    from ..kernels import row_hash_sums
+
     n_rows = len(view.rows)
-    if not n_rows:
-        return np.zeros(0, dtype=np.uint64)
-    lengths = view.lengths
-    offsets = view.offsets
-    ids = view.ids
-    n = len(ids)
     total = np.zeros(n_rows, dtype=np.uint64)
-    nonempty = lengths > 0
-    if n:
-        row_start = offsets[:-1][nonempty]  # strictly increasing, row_start[0] == 0
-        # ids: pieces = (row start or block start) to the next of either; one reduceat per block.
-        block_lo = np.arange(0, n, _HASH_CHUNK, dtype=np.int64)
-        at = np.searchsorted(row_start, block_lo)
-        fresh = row_start[np.minimum(at, len(row_start) - 1)] != block_lo
-        bounds = np.insert(row_start, at[fresh], block_lo[fresh])  # both sorted: a merge, not a sort
-        first_piece = np.searchsorted(bounds, block_lo)
-        piece_sum = np.empty(len(bounds), dtype=np.uint64)
-        buf = np.empty(min(n, _HASH_CHUNK), dtype=np.uint64)
-        for b, lo in enumerate(block_lo.tolist()):
-            hi = min(n, lo + _HASH_CHUNK)
-            out = buf[:hi - lo]
-            np.multiply(ids[lo:hi], _POW[:hi - lo], out=out, dtype=np.uint64, casting="unsafe")
-            p0 = int(first_piece[b])
-            p1 = int(first_piece[b + 1]) if b + 1 < len(block_lo) else len(bounds)
-            piece_sum[p0:p1] = np.add.reduceat(out, bounds[p0:p1] - lo)
-        del buf
-        piece_row = np.searchsorted(row_start, bounds, side="right") - 1
-        start = row_start[piece_row]
-        lo = bounds - bounds % _HASH_CHUNK
-        at_row_start = bounds == start  # then start - lo < _HASH_CHUNK
-        factor = np.empty(len(bounds), dtype=np.uint64)
-        factor[at_row_start] = _INV_POW[(start - lo)[at_row_start]]
-        factor[~at_row_start] = _pow64(_BASE, (lo - start)[~at_row_start])
-        piece_sum *= factor
-        ids_part = np.add.reduceat(piece_sum, np.searchsorted(bounds, row_start))
-        ids_part *= np.uint64(2)
-        total[nonempty] = ids_part
-        if view.mask is not None:
-            total[nonempty] += _mask_term(view.mask, row_start, int(lengths.max()))
-    return mix64(total ^ mix64(lengths.astype(np.uint64) + _GOLD))
-
-
-def _mask_term(mask: np.ndarray, row_start: np.ndarray, longest: int) -> np.ndarray:
-    """``sum_j mask_j r^j`` of every non-empty row (``row_start``: their first tokens), from runs of the mask.
-
-    The mask changes value a few times a turn: segments of constant mask within one
-    row are found from its change points (plus row starts), and a supervised segment
-    [b, e) of a row starting at s adds ``G[e - s] - G[b - s]``.
-    """
-    n = len(mask)
-    cut = mask[1:] != mask[:-1]
-    cut[row_start[1:] - 1] = True
-    seg = np.concatenate(([0], np.flatnonzero(cut) + 1, [n]))
-    begin, end = seg[:-1], seg[1:]
-    first_seg = np.searchsorted(begin, row_start)  # exact: every row start opens a segment
-    base = np.repeat(row_start, np.diff(first_seg, append=len(begin)))  # the row start of each segment
-    geo = np.zeros(longest + 1, dtype=np.uint64)
-    np.cumsum(_powers(_BASE, longest), out=geo[1:])
-    contrib = geo[end - base] - geo[begin - base]
-    contrib *= mask[begin]  # unsupervised segments add nothing
-    return np.add.reduceat(contrib, first_seg)
+    if n_rows:
+        mask = view.mask
+        row_hash_sums(np.ascontiguousarray(view.ids), mask if mask is not None else np.zeros(1, bool),
+                      mask is not None, np.ascontiguousarray(view.offsets, dtype=np.int64), np.uint64(_BASE), total)
+    return mix64(total ^ mix64(view.lengths.astype(np.uint64) + _GOLD))
 
 
 def find_duplicates(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, list[tuple[int, int]]]:

@@ -52,10 +52,6 @@ class RowView:
         return cs[self.offsets[1:]].astype(np.int64) - cs[self.offsets[:-1]]
 
 
-#: Multiplying a little-endian word of eight 0/1 bytes by this leaves in byte j the sum of bytes 0..j.
-_BYTE_ONES = np.uint64(0x0101010101010101)
-
-
 def mask_prefix_reference(mask: np.ndarray) -> np.ndarray:
     """The plain formulation of :func:`mask_prefix` (one scalar cumsum), kept for tests."""
     n = len(mask)
@@ -65,39 +61,16 @@ def mask_prefix_reference(mask: np.ndarray) -> np.ndarray:
 
 
 def mask_prefix(mask: np.ndarray) -> np.ndarray:
-    """``cs[i]`` = true values among ``mask[:i]`` (length n + 1; int32 while it fits), ~2x faster than cumsum.
+    """``cs[i]`` = true values among ``mask[:i]`` (length n + 1; int32 while it fits).
 
-    numpy's cumsum is a scalar loop (~4 ns a token). Here eight mask bytes are read as
-    one uint64 and multiplied by 0x0101...01: byte j of the product is the inclusive
-    count of the word's bytes 0..j (at most 8, so no byte carries into the next). The
-    same trick on the eight word totals of a 64-token block (at most 64 each) gives
-    every byte its inclusive count within the block. Only the block totals (one per 64
-    tokens) go through cumsum; each token is then its block's base plus its byte, in
-    two vectorised passes with a 64-long inner loop.
+    One compiled pass (:func:`drafter_contracts.kernels.prefix_count`), ~0.6 ns a token
+    against ~4 for numpy's cumsum, which widens every element before adding it.
     """
+    from ..kernels import prefix_count
+
     n = len(mask)
-    m8 = mask.view(np.uint8)
-    nb = n // 64
-    if n >= 2**31 - 1 or nb < 2:
-        return mask_prefix_reference(mask)
-    body = nb * 64
-    cs = np.empty(n + 1, dtype=np.int32)
-    cs[0] = 0
-    # The first 64 * nb bytes as words (copied only if the mask is not contiguous).
-    incl = np.ascontiguousarray(m8[:body]).view(np.uint64) * _BYTE_ONES  # in-word inclusive counts (<= 8)
-    tot = (incl >> np.uint64(56)).astype(np.uint8)  # byte 7: the word's total
-    w_incl = tot.view(np.uint64) * _BYTE_ONES  # per block of 8 words: inclusive word counts (<= 64)
-    incl += (w_incl - tot.view(np.uint64)).view(np.uint8) * _BYTE_ONES  # + tokens of the block's earlier words
-    b_tot = (w_incl >> np.uint64(56)).astype(np.int32)  # block totals
-    base = np.empty(nb, dtype=np.int32)  # true values before each block
-    base[0] = 0
-    np.cumsum(b_tot[:-1], out=base[1:])
-    blocks = cs[1:1 + body].reshape(nb, 64)
-    np.copyto(blocks, incl.view(np.uint8).reshape(nb, 64), casting="unsafe")
-    blocks += base[:, None]
-    tail = cs[1 + body:]
-    np.cumsum(m8[body:], dtype=np.int32, out=tail)
-    tail += base[-1] + b_tot[-1]
+    cs = np.empty(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+    prefix_count(np.ascontiguousarray(mask).view(np.uint8), cs)
     return cs
 
 

@@ -57,30 +57,38 @@ def run_counts(codes: np.ndarray, prefix: np.ndarray | None, minlength: int) -> 
     """Per code: how many positions carry it, and (with ``prefix``) the sum of the prefix-summed flag over them.
 
     Codes such as role labels come in long runs (a turn's content), so both totals are
-    read at the run level: one comparison pass finds the change points, and each run
-    adds its length and ``prefix[end] - prefix[start]`` (e.g. its supervised tokens,
-    from the shard's shared ``supervised_prefix``) to its code. Replaces a per-token
-    count of (code, flag) pairs. Both results are int64.
+    read at the run level (:func:`drafter_contracts.kernels.run_totals`): each run adds
+    its length and ``prefix[end] - prefix[start]`` (e.g. its supervised tokens, from
+    the shard's shared ``supervised_prefix``) to its code. Both results are int64.
     """
-    n = len(codes)
-    if n == 0:
-        zero = np.zeros(minlength, dtype=np.int64)
-        return zero, (zero.copy() if prefix is not None else None)
-    change = np.flatnonzero(codes[1:] != codes[:-1])
-    bounds = np.empty(len(change) + 2, dtype=np.int64)  # run edges: 0, each change, n
-    bounds[0], bounds[-1] = 0, n
-    np.add(change, 1, out=bounds[1:-1])
-    return _per_code(codes[bounds[:-1]], bounds, prefix, minlength)
+    from ..kernels import run_totals
+
+    size = max(minlength, int(codes.max()) + 1 if len(codes) else 0)
+    counts = np.zeros(size, dtype=np.int64)
+    sums = np.zeros(size, dtype=np.int64)
+    run_totals(np.ascontiguousarray(codes), prefix if prefix is not None else np.zeros(1, np.int64),
+               prefix is not None, counts, sums)
+    return counts, (sums if prefix is not None else None)
 
 
-def _per_code(seg_code: np.ndarray, bounds: np.ndarray, prefix: np.ndarray | None,
-              minlength: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Sums of segment lengths (and prefix increments) per segment code; ``bounds`` has one edge more."""
-    # float64 weights are exact: a shard's totals are far below 2**53
-    counts = np.bincount(seg_code, weights=np.diff(bounds), minlength=minlength).astype(np.int64)
-    if prefix is None:
-        return counts, None
-    return counts, np.bincount(seg_code, weights=np.diff(prefix[bounds]), minlength=minlength).astype(np.int64)
+#: Largest id range counted in one dense array per shard (4 M ids, 16 MB of int32).
+DENSE_COUNT_LIMIT = 1 << 22
+
+
+def supervised_counts(ids: np.ndarray, mask: np.ndarray, limit: int) -> dict[str, np.ndarray]:
+    """:func:`sparse_counts` of ``ids[mask]``, counted in one compiled pass into a dense array.
+
+    Falls back to numpy when the id range is too large for a dense array (no tokenizer,
+    so no vocabulary size to bound it).
+    """
+    if limit > DENSE_COUNT_LIMIT:
+        return sparse_counts(ids[mask], limit)
+    from ..kernels import supervised_id_counts
+
+    counts = np.zeros(limit, dtype=np.int32 if len(ids) < 2**31 else np.int64)
+    supervised_id_counts(np.ascontiguousarray(ids), np.ascontiguousarray(mask), limit, counts)
+    nz = np.flatnonzero(counts)
+    return {"ids": nz.astype(np.int32), "counts": counts[nz].astype(np.int64)}
 
 
 def sparse_counts(ids: np.ndarray, limit: int = 1 << 24) -> dict[str, np.ndarray]:

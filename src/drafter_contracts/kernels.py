@@ -1,0 +1,248 @@
+"""Compiled per-token loops over a shard's flattened Arrow buffers (numba).
+
+Most of the per-shard work is numpy over the flat ``values`` + ``offsets`` of a
+shard. A few steps are a state machine or a scatter-add that numpy can only
+express as dozens of passes over the data (the ChatML labeller was ~100 numpy
+calls over its events); here each is one compiled pass over the same buffers,
+with no Python loop per row or per token. Every kernel has a numpy formulation
+elsewhere in the package that the tests hold it to, bit for bit.
+
+This module is imported on first use, so a process that checks no shard (the
+pytest-xdist controller) never loads numba. Compiled code is cached on disk next
+to this file, or in numba's per-user cache when the package directory is read-only.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from numba import njit
+
+
+def _jit(fn: Callable) -> Callable:
+    """``njit`` with an on-disk cache where one can be written, without one otherwise."""
+    try:
+        return njit(cache=True, nogil=True, boundscheck=False)(fn)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return njit(nogil=True, boundscheck=False)(fn)
+
+
+# Role and TurnProblem codes as plain ints (numba compiles them as constants); spans/labels.py
+# holds the enums and tests/test_kernels.py checks that these mirror them.
+OUTSIDE, HEADER, ASSISTANT, REASONING, TOOL_CALL = 0, 1, 5, 6, 7
+ASSISTANT_END, END, AFTER_ASSISTANT_END, INJECTED, UNKNOWN_ROLE = 8, 9, 10, 11, 12
+NO_LEADING_HEADER, HEADER_IN_OPEN_TURN, STRAY_END, UNKNOWN_ROLE_PROBLEM = 1, 2, 3, 4
+MALFORMED_HEADER, TEXT_OUTSIDE_TURN, UNCLOSED_TURN = 5, 6, 7
+
+
+@_jit
+def label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, think_open, think_close, has_think,
+                 call_open, call_close, has_call, max_len, lowest, role, boundary, problem):  # pragma: no cover (compiled)
+    """Fill ``role``/``boundary``/``problem`` for every token of ``ids`` split into rows by ``offsets``.
+
+    The rules are those of ``spans.chatml.label_reference`` read token by token, with
+    one shortcut: a run of ordinary tokens (ids below ``lowest``, the smallest marker
+    id, away from the positions a rule singles out) shares one role and problem and
+    is filled as a slice, so the inner loop is a scan for the next marker.
+    """
+    n_roles = len(role_of_id)
+    clip_hi = min(len(role_of_id), len(newline_lead)) - 1
+    for r in range(len(offsets) - 1):
+        a = offsets[r]
+        b = offsets[r + 1]
+        last_s = -1  # last opener, end marker, <think>, </think>, <tool_call>, </tool_call> of the row
+        last_e = -1
+        lto = -1
+        ltc = -1
+        lco = -1
+        lcc = -1
+        turn_role = OUTSIDE
+        p = a
+        while p < b:
+            t = ids[p]
+            if t < lowest and p != a and p != b - 1:
+                in_turn = last_s >= 0
+                closed = last_e >= last_s
+                if not (in_turn and ((not closed and p - last_s <= 2) or (closed and p == last_e + 1))):
+                    q = p + 1
+                    while q < b - 1 and ids[q] < lowest:
+                        q += 1
+                    rl = OUTSIDE
+                    pb = 0
+                    if in_turn:
+                        if closed:
+                            pb = TEXT_OUTSIDE_TURN
+                        else:
+                            rl = turn_role
+                            if rl == ASSISTANT:
+                                if has_think and lto > last_s and lto > ltc:
+                                    rl = REASONING
+                                if has_call and lco > last_s and lco > lcc:
+                                    rl = TOOL_CALL
+                    role[p:q] = rl
+                    boundary[p:q] = False
+                    problem[p:q] = pb
+                    p = q
+                    continue
+            is_s = t == start
+            is_e = t == end
+            open_before = last_s > last_e  # the row's previous opener/end marker is an opener
+            prob = 0
+            if is_s:
+                if open_before:
+                    prob = HEADER_IN_OPEN_TURN
+                tr = UNKNOWN_ROLE
+                if p + 1 < b:
+                    nt = ids[p + 1]
+                    if nt != start and nt != end:
+                        tr = role_of_id[min(max(nt, 0), n_roles - 1)]
+                turn_role = INJECTED if open_before else tr
+                last_s = p
+            elif is_e:
+                if not open_before:
+                    prob = STRAY_END
+                last_e = p
+            if has_think:
+                if t == think_open:
+                    lto = p
+                elif t == think_close:
+                    ltc = p
+            if has_call:
+                if t == call_open:
+                    lco = p
+                elif t == call_close:
+                    lcc = p
+            if p > a and ids[p - 1] == start:  # the role token of a header
+                if is_e:
+                    prob = MALFORMED_HEADER
+                elif not is_s and role_of_id[min(max(t, 0), n_roles - 1)] == UNKNOWN_ROLE:
+                    prob = UNKNOWN_ROLE_PROBLEM
+            rl = OUTSIDE
+            bd = False
+            open_tok = False
+            if last_s >= 0:
+                if last_e >= last_s:  # the turn is closed
+                    if is_e:
+                        if open_before:
+                            rl = ASSISTANT_END if turn_role == ASSISTANT else END
+                    elif p == last_e + 1 and t == newline:
+                        if turn_role == ASSISTANT:
+                            rl = AFTER_ASSISTANT_END
+                    elif prob == 0:
+                        prob = TEXT_OUTSIDE_TURN
+                else:
+                    open_tok = True
+                    k = p - last_s
+                    if k <= 1:
+                        rl = HEADER
+                    elif k == 2:
+                        nl_ok = newline_lead[min(max(t, 0), clip_hi)]
+                        if t == newline:
+                            rl = HEADER
+                        else:
+                            rl = turn_role
+                            bd = nl_ok
+                        if not nl_ok and turn_role != INJECTED and prob == 0:
+                            prob = MALFORMED_HEADER
+                    else:
+                        rl = turn_role
+                    if rl == ASSISTANT and not bd:
+                        sub = ASSISTANT
+                        if has_think and lto > last_s and (lto > ltc or t == think_close):
+                            sub = REASONING
+                        if has_call and lco > last_s and (lco > lcc or t == call_close):
+                            sub = TOOL_CALL
+                        rl = sub
+            if p == a and not is_s:
+                prob = NO_LEADING_HEADER
+            if p == b - 1 and open_tok and b - a < max_len and prob == 0:
+                prob = UNCLOSED_TURN
+            role[p] = rl
+            boundary[p] = bd
+            problem[p] = prob
+            p += 1
+
+
+@_jit
+def supervised_id_counts(ids, mask, limit, counts):  # pragma: no cover (compiled)
+    """``counts[t] += 1`` for every supervised token ``t`` in ``[0, limit)``: bincount of ``ids[mask]``
+    without materialising ``ids[mask]`` or widening it to int64 (ids outside the range are ids_known's)."""
+    for i in range(len(ids)):
+        if mask[i]:
+            t = ids[i]
+            if t >= 0 and t < limit:
+                counts[t] += 1
+
+
+@_jit
+def prefix_count(flags, out):  # pragma: no cover (compiled)
+    """``out[i]`` = true values among ``flags[:i]`` (``out`` has one more element than ``flags``)."""
+    s = 0
+    out[0] = 0
+    for i in range(len(flags)):
+        s += flags[i]
+        out[i + 1] = s
+
+
+@_jit
+def run_totals(codes, prefix, has_prefix, ntok, nsum):  # pragma: no cover (compiled)
+    """Per code: positions carrying it (``ntok``) and, with a prefix sum, the flags under them (``nsum``).
+
+    Codes such as role labels come in long runs, so each run adds its length and
+    ``prefix[end] - prefix[start]`` once; the loop itself only compares neighbours.
+    """
+    n = len(codes)
+    if n == 0:
+        return
+    start = 0
+    c = codes[0]
+    for i in range(1, n + 1):
+        if i == n or codes[i] != c:
+            ntok[c] += i - start
+            if has_prefix:
+                nsum[c] += prefix[i] - prefix[start]
+            if i < n:
+                start = i
+                c = codes[i]
+
+
+@_jit
+def row_hash_sums(ids, mask, has_mask, offsets, r, out):  # pragma: no cover (compiled)
+    """``out[i] = sum_j (2 id_j + mask_j) r^j  (mod 2^64)`` over the positions j of row i.
+
+    Horner's rule from the row's end, in four interleaved lanes (positions j = 4i + k
+    with weight ``(r^4)^i``, combined as ``h0 + r h1 + r^2 h2 + r^3 h3``): four
+    independent multiply-add chains instead of one, so the loop runs at the
+    multiplier's throughput rather than its latency. All arithmetic is uint64 (numba
+    would take mixed int64/uint64 through float64); ids wrap as numpy's unsafe cast does.
+    """
+    r2 = r * r
+    r3 = r2 * r
+    r4 = r2 * r2
+    two = np.uint64(2)
+    for row in range(len(offsets) - 1):
+        a = offsets[row]
+        b = offsets[row + 1]
+        h = np.zeros(4, dtype=np.uint64)
+        full = a + (b - a) // 4 * 4
+        for j in range(full, b):  # the tail beyond the last full quad: the highest weights, added first
+            v = two * np.uint64(ids[j])
+            if has_mask:
+                v += np.uint64(mask[j])
+            h[j - full] = v
+        h0, h1, h2, h3 = h[0], h[1], h[2], h[3]
+        if has_mask:
+            for j in range(full - 4, a - 1, -4):
+                h0 = h0 * r4 + (two * np.uint64(ids[j]) + np.uint64(mask[j]))
+                h1 = h1 * r4 + (two * np.uint64(ids[j + 1]) + np.uint64(mask[j + 1]))
+                h2 = h2 * r4 + (two * np.uint64(ids[j + 2]) + np.uint64(mask[j + 2]))
+                h3 = h3 * r4 + (two * np.uint64(ids[j + 3]) + np.uint64(mask[j + 3]))
+        else:
+            for j in range(full - 4, a - 1, -4):
+                h0 = h0 * r4 + two * np.uint64(ids[j])
+                h1 = h1 * r4 + two * np.uint64(ids[j + 1])
+                h2 = h2 * r4 + two * np.uint64(ids[j + 2])
+                h3 = h3 * r4 + two * np.uint64(ids[j + 3])
+        out[row] = h0 + r * h1 + r2 * h2 + r3 * h3
+
