@@ -93,8 +93,40 @@ def test_floor_and_naive_loop_see_every_row(bench, small):
     assert floor["rows"] == len(ids) and floor["tokens"] == sum(seq_len)
     assert floor["supervised"] == sum(sum(m) for m in mask)
     assert floor["min_id"] == min(min(r) for r in ids) and floor["max_id"] == max(max(r) for r in ids)
-    naive = bench.naive_loop(small, 1000)
-    assert naive["violations"] == 0 and naive["sample_rows"] == 1000 and naive["extrapolated_s"] > 0
+    naive = bench.naive_loop(small, 1000, _vocab())
+    assert naive["sample_rows"] == 1000 and naive["sample_tokens"] > 1000 * 17 and naive["extrapolated_s"] > 0
+    assert not _HARD & set(naive["rows_flagged"]), naive  # clean rows: only content warnings
+
+
+_HARD = {"lengths_agree", "seq_len_bounds", "ids_known", "min_supervised", "turns_well_formed",
+         "mask_on_assistant_spans", "mask_covers_assistant_spans", "duplicate_rows"}
+
+
+def _vocab():
+    from drafter_contracts.vocab import load_vocabulary
+
+    return load_vocabulary("builtin:qwen3.6")
+
+
+def test_naive_row_check_sees_each_breakage(small):
+    """The baseline really does the suite's checks: each single breakage of a clean row is named."""
+    naive = _load("naive")
+    vocab = _vocab()
+    t = naive._ids(vocab)
+    ids, masks, _ = _rows(small)
+    row, mask = ids[0], [int(b) for b in masks[0]]
+
+    def flagged(r, m, seen=None):
+        return set(naive.check_row(r, m, len(r), t, set() if seen is None else seen, vocab_size=vocab.size)) & _HARD
+
+    assert flagged(row, mask) == set()
+    sup = mask.index(1)
+    assert flagged(row, mask[:3] + [1] + mask[4:]) == {"mask_on_assistant_spans"}  # loss inside the first header
+    assert flagged(row, mask[:sup] + [0] + mask[sup + 1:]) == {"mask_covers_assistant_spans"}
+    assert flagged(row[:sup] + [vocab.size + 5] + row[sup + 1:], mask) == {"ids_known"}
+    assert flagged([t["start"]] + row, [0] + mask) == {"turns_well_formed"}  # a header inside an open turn
+    seen: set = set()
+    assert flagged(row, mask, seen) == set() and flagged(row, mask, seen) == {"duplicate_rows"}
 
 
 def test_suite_run_passes_and_reports_memory(bench, small, tmp_path):
