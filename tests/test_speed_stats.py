@@ -9,6 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 from test_speed_labels import _soup  # marker soups with every structural problem
 
+from drafter_contracts.checks.content import role_runs
 from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
 from drafter_contracts.report.profile import run_counts
 from drafter_contracts.spans.chatml import label
@@ -48,12 +49,13 @@ def pair_counts_reference(role: np.ndarray, mask: np.ndarray, minlength: int) ->
 def test_run_counts_equal_pair_count(runs, rnd):
     role = np.repeat(np.array([r for r, _ in runs], dtype=np.uint8), [k for _, k in runs])
     mask = np.array([rnd.random() < 0.6 for _ in range(len(role))], dtype=bool)
-    counts, sup = run_counts(role, mask_prefix(mask), 13)
+    runs = role_runs(role, np.array([0, len(role) // 3, len(role)], dtype=np.int64))  # two rows
+    counts, sup = run_counts(runs, mask_prefix(mask), 13)
     want_counts, want_sup = pair_counts_reference(role, mask, 13)
     np.testing.assert_array_equal(counts, want_counts)
     np.testing.assert_array_equal(sup, want_sup)
     assert counts.dtype == sup.dtype == np.int64
-    no_mask, none = run_counts(role, None, 13)
+    no_mask, none = run_counts(runs, None, 13)
     assert none is None
     np.testing.assert_array_equal(no_mask, np.bincount(role, minlength=13))
 
@@ -80,7 +82,7 @@ def test_run_counts_on_labeller_output(profile, alphabet, data):
     rows, ids, offsets, max_len = _soup(data, alphabet, profile)
     role = label(ids, offsets, profile, max_len).role
     mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(role), max_size=len(role))), dtype=bool)
-    counts, sup = run_counts(role, mask_prefix(mask), len(Role))
+    counts, sup = run_counts(role_runs(role, offsets), mask_prefix(mask), len(Role))
     want_counts, want_sup = pair_counts_reference(role, mask, len(Role))
     np.testing.assert_array_equal(counts, want_counts)
     np.testing.assert_array_equal(sup, want_sup)

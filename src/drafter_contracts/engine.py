@@ -68,6 +68,12 @@ class ShardWork:
             return None
         return chatml.label(self.view.ids, self.view.offsets, self.profile, self.contract.max_len)
 
+    @cached_property
+    def runs(self) -> content.RoleRuns | None:
+        """The labels run-length encoded (cut at row starts): per-role totals and the turn checks read these."""
+        labels = self.labels
+        return None if labels is None else content.role_runs(labels.role, self.view.offsets)
+
     def stats(self) -> dict:
         """Exact per-shard sums and extremes; the controller adds them up into global figures."""
         a = self.arrays
@@ -90,9 +96,9 @@ class ShardWork:
             out["anchor_positions"] = int(content.anchor_counts(self.view, self.contract.content.block_size).sum())
         if labels is not None:
             mask = self.view.mask
-            # Per-role token and supervised counts at the level of role runs, the latter from the shared
+            # Per-role token and supervised counts from the role runs, the latter from the shared
             # supervised prefix sum (run_counts; tests/test_speed_stats.py keeps the per-token pair count).
-            counts, sup = run_counts(labels.role, self.view.supervised_prefix if mask is not None else None, len(Role))
+            counts, sup = run_counts(self.runs, self.view.supervised_prefix if mask is not None else None, len(Role))
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
             # Boundary tokens are rare (~1 K a shard): find them once, read the mask only there.
             at = np.flatnonzero(labels.boundary)
@@ -246,7 +252,7 @@ class Engine:
             "duplicate_rows": lambda: CheckResult("duplicate_rows", a.shard.id, rows_checked=len(w.view.rows),
                                                   report_only=not self.contract.content.strict),
             "placeholder_replies": lambda: content.check_placeholder_replies(w.view, a, w.labels, self.reply_tables,
-                                                                             self.contract),
+                                                                             self.contract, w.runs),
             "cut_mid_reply": lambda: content.check_cut_mid_reply(w.view, a, w.labels, self.contract),
             "short_rows": lambda: content.check_short_rows(w.view, a, self.contract),
             "dflash_anchors": lambda: content.check_dflash_anchors(w.view, a, self.contract,

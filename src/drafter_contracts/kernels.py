@@ -176,6 +176,20 @@ def supervised_id_counts(ids, mask, limit, counts):  # pragma: no cover (compile
 
 
 @_jit
+def drain_counts(counts, ids_out, counts_out):  # pragma: no cover (compiled)
+    """Move the non-zero entries of ``counts`` (in id order) to the sparse outputs, zeroing them:
+    the dense array is a per-process buffer, clean again for the next shard."""
+    k = 0
+    for i in range(len(counts)):
+        c = counts[i]
+        if c != 0:
+            ids_out[k] = i
+            counts_out[k] = c
+            counts[i] = 0
+            k += 1
+
+
+@_jit
 def prefix_count(flags, out):  # pragma: no cover (compiled)
     """``out[i]`` = true values among ``flags[:i]`` (``out`` has one more element than ``flags``)."""
     s = 0
@@ -183,28 +197,6 @@ def prefix_count(flags, out):  # pragma: no cover (compiled)
     for i in range(len(flags)):
         s += flags[i]
         out[i + 1] = s
-
-
-@_jit
-def run_totals(codes, prefix, has_prefix, ntok, nsum):  # pragma: no cover (compiled)
-    """Per code: positions carrying it (``ntok``) and, with a prefix sum, the flags under them (``nsum``).
-
-    Codes such as role labels come in long runs, so each run adds its length and
-    ``prefix[end] - prefix[start]`` once; the loop itself only compares neighbours.
-    """
-    n = len(codes)
-    if n == 0:
-        return
-    start = 0
-    c = codes[0]
-    for i in range(1, n + 1):
-        if i == n or codes[i] != c:
-            ntok[c] += i - start
-            if has_prefix:
-                nsum[c] += prefix[i] - prefix[start]
-            if i < n:
-                start = i
-                c = codes[i]
 
 
 @_jit
@@ -221,17 +213,19 @@ def row_hash_sums(ids, mask, has_mask, offsets, r, out):  # pragma: no cover (co
     r3 = r2 * r
     r4 = r2 * r2
     two = np.uint64(2)
+    zero = np.uint64(0)
     for row in range(len(offsets) - 1):
         a = offsets[row]
         b = offsets[row + 1]
-        h = np.zeros(4, dtype=np.uint64)
         full = a + (b - a) // 4 * 4
-        for j in range(full, b):  # the tail beyond the last full quad: the highest weights, added first
-            v = two * np.uint64(ids[j])
-            if has_mask:
-                v += np.uint64(mask[j])
-            h[j - full] = v
-        h0, h1, h2, h3 = h[0], h[1], h[2], h[3]
+        # The tail beyond the last full quad holds the highest weights: it starts the lanes.
+        h0 = h1 = h2 = h3 = zero
+        if full < b:
+            h0 = two * np.uint64(ids[full]) + (np.uint64(mask[full]) if has_mask else zero)
+        if full + 1 < b:
+            h1 = two * np.uint64(ids[full + 1]) + (np.uint64(mask[full + 1]) if has_mask else zero)
+        if full + 2 < b:
+            h2 = two * np.uint64(ids[full + 2]) + (np.uint64(mask[full + 2]) if has_mask else zero)
         if has_mask:
             for j in range(full - 4, a - 1, -4):
                 h0 = h0 * r4 + (two * np.uint64(ids[j]) + np.uint64(mask[j]))
@@ -245,4 +239,3 @@ def row_hash_sums(ids, mask, has_mask, offsets, r, out):  # pragma: no cover (co
                 h2 = h2 * r4 + two * np.uint64(ids[j + 2])
                 h3 = h3 * r4 + two * np.uint64(ids[j + 3])
         out[row] = h0 + r * h1 + r2 * h2 + r3 * h3
-

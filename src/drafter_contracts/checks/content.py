@@ -180,7 +180,7 @@ def _text_at(view: RowView, labels: Labels, tables: ReplyTables, pos: np.ndarray
 
 
 def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tables: ReplyTables,
-                              contract: Contract) -> CheckResult:
+                              contract: Contract, runs: RoleRuns | None = None) -> CheckResult:
     """Assistant turns whose reply is a placeholder ("OK.") or shorter than ``min_reply_tokens``.
 
     Reply text is the turn's content, reasoning and tool-call tokens without the
@@ -194,7 +194,7 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     just far enough to tell a short reply from a long one; only replies of a
     placeholder's length have their content ids compared.
     """
-    runs = role_runs(labels.role, view.offsets)
+    runs = runs if runs is not None else role_runs(labels.role, view.offsets)
     is_turn = _IS_TURN[runs.role]
     prev_turn = np.zeros(len(is_turn), dtype=bool)
     prev_turn[1:] = is_turn[:-1]

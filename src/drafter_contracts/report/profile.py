@@ -53,42 +53,52 @@ def small_counts(codes: np.ndarray, minlength: int) -> np.ndarray:
     return out[:last]
 
 
-def run_counts(codes: np.ndarray, prefix: np.ndarray | None, minlength: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Per code: how many positions carry it, and (with ``prefix``) the sum of the prefix-summed flag over them.
+def run_counts(runs: Any, prefix: np.ndarray | None, minlength: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per code: positions carrying it, and (with ``prefix``) the sum of the prefix-summed flag over them.
 
-    Codes such as role labels come in long runs (a turn's content), so both totals are
-    read at the run level (:func:`drafter_contracts.kernels.run_totals`): each run adds
-    its length and ``prefix[end] - prefix[start]`` (e.g. its supervised tokens, from
-    the shard's shared ``supervised_prefix``) to its code. Both results are int64.
+    ``runs`` holds maximal runs of one code (``start``, ``end``, ``role``: e.g. the shard's
+    role labels run-length encoded, which the turn checks read too), so both totals are
+    sums over runs, not tokens: each run adds its length and ``prefix[end] -
+    prefix[start]`` (its supervised tokens, from the shard's shared ``supervised_prefix``).
+    Both results are int64.
     """
-    from ..kernels import run_totals
-
-    size = max(minlength, int(codes.max()) + 1 if len(codes) else 0)
-    counts = np.zeros(size, dtype=np.int64)
-    sums = np.zeros(size, dtype=np.int64)
-    run_totals(np.ascontiguousarray(codes), prefix if prefix is not None else np.zeros(1, np.int64),
-               prefix is not None, counts, sums)
-    return counts, (sums if prefix is not None else None)
+    size = max(minlength, int(runs.role.max()) + 1 if len(runs.role) else 0)
+    # float64 weights are exact: a shard's totals are far below 2**53
+    counts = np.bincount(runs.role, weights=runs.end - runs.start, minlength=size).astype(np.int64)
+    if prefix is None:
+        return counts, None
+    sums = prefix[runs.end].astype(np.int64) - prefix[runs.start]
+    return counts, np.bincount(runs.role, weights=sums, minlength=size).astype(np.int64)
 
 
 #: Largest id range counted in one dense array per shard (4 M ids, 16 MB of int32).
 DENSE_COUNT_LIMIT = 1 << 22
 
 
+#: Per-process dense count buffers by (size, dtype), all zero between calls (drain_counts resets them):
+#: a fresh 1 MB array per shard costs its page faults and a slow nonzero scan every time.
+_COUNT_BUFFERS: dict[tuple[int, str], np.ndarray] = {}
+
+
 def supervised_counts(ids: np.ndarray, mask: np.ndarray, limit: int) -> dict[str, np.ndarray]:
-    """:func:`sparse_counts` of ``ids[mask]``, counted in one compiled pass into a dense array.
+    """:func:`sparse_counts` of ``ids[mask]``, counted in one compiled pass into a dense buffer.
 
     Falls back to numpy when the id range is too large for a dense array (no tokenizer,
     so no vocabulary size to bound it).
     """
     if limit > DENSE_COUNT_LIMIT:
         return sparse_counts(ids[mask], limit)
-    from ..kernels import supervised_id_counts
+    from ..kernels import drain_counts, supervised_id_counts
 
-    counts = np.zeros(limit, dtype=np.int32 if len(ids) < 2**31 else np.int64)
-    supervised_id_counts(np.ascontiguousarray(ids), np.ascontiguousarray(mask), limit, counts)
-    nz = np.flatnonzero(counts)
-    return {"ids": nz.astype(np.int32), "counts": counts[nz].astype(np.int64)}
+    dtype = np.dtype(np.int32 if len(ids) < 2**31 else np.int64)
+    buf = _COUNT_BUFFERS.get((limit, dtype.str))
+    if buf is None:
+        buf = _COUNT_BUFFERS[(limit, dtype.str)] = np.zeros(limit, dtype=dtype)
+    supervised_id_counts(np.ascontiguousarray(ids), np.ascontiguousarray(mask), limit, buf)
+    k = int(np.count_nonzero(buf))
+    out = {"ids": np.empty(k, dtype=np.int32), "counts": np.empty(k, dtype=np.int64)}
+    drain_counts(buf, out["ids"], out["counts"])
+    return out
 
 
 def sparse_counts(ids: np.ndarray, limit: int = 1 << 24) -> dict[str, np.ndarray]:

@@ -89,7 +89,8 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
     think = profile.think or (profile.start, profile.start)
     call = profile.tool_call or (profile.start, profile.start)
     lowest = min(profile.start, profile.end, *(profile.think or ()), *(profile.tool_call or ()))
-    label_chatml(np.ascontiguousarray(ids), np.ascontiguousarray(offsets, dtype=np.int64),
+    ids = np.ascontiguousarray(ids)
+    label_chatml(ids, np.ascontiguousarray(offsets, dtype=np.int64),
                  profile.start, profile.end, profile.newline, profile.role_of_id, profile.newline_lead,
                  think[0], think[1], profile.think is not None, call[0], call[1], profile.tool_call is not None,
                  max_len, lowest, role, boundary, problem)
