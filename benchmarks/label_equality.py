@@ -1,4 +1,4 @@
-"""One-off check: the marker-level ChatML labeller gives the labels of its per-token reference.
+"""One-off check: the compiled ChatML labeller gives the labels of its numpy reference.
 
     python benchmarks/label_equality.py DATASET_DIR [DATASET_DIR ...]
 
@@ -44,7 +44,7 @@ def main(paths: list[str]) -> None:
                     sys.exit(f"{path} {shard.id}: {field} differs at {np.flatnonzero(x != y)[:10].tolist()}")
             tokens, rows, problems = tokens + len(view.ids), rows + len(view.rows), problems + int((a.problem > 0).sum())
         print(f"{path}: {rows:,} rows, {tokens:,} tokens, {problems:,} problem tokens: identical; "
-              f"marker-level {fast:.2f} s, per-token reference {ref:.2f} s ({ref / max(fast, 1e-9):.1f}x)")
+              f"compiled {fast:.2f} s, numpy reference {ref:.2f} s ({ref / max(fast, 1e-9):.1f}x)")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fullscale  # noqa: E402
+from run import neutral_dir  # noqa: E402
 
 
 def own_memory_cgroup() -> tuple[Path, str]:
@@ -70,13 +71,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             (child / "memory.max").write_text(str(limit))
             (child / "memory.swap.max").write_text("0")
-        report_dir = args.report.parent / "memlimit-run"
+        report_dir = (args.report.parent / "memlimit-run").resolve()
         cmd = [sys.executable, "-m", "pytest", f"--dataset-path={path}", f"--expected-count={args.rows}",
                "-p", "no:cacheprovider", "-q", f"--report-dir={report_dir}", *args.pytest_args]
         # The child joins the cgroup before exec, so pytest and its xdist workers all live in it.
         shell = f'echo $$ > {child / "cgroup.procs"} && exec "$@"'
         t0 = time.perf_counter()
-        proc = subprocess.run(["sh", "-c", shell, "sh", *cmd], capture_output=True, text=True)
+        env = dict(os.environ)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as run.py: a user's shell writes bytecode caches
+        proc = subprocess.run(["sh", "-c", shell, "sh", *cmd], capture_output=True, text=True, env=env,
+                              cwd=neutral_dir())  # not the repository: see run.neutral_dir
         wall = time.perf_counter() - t0
         if version == "v1":
             peak = int((child / "memory.max_usage_in_bytes").read_text())

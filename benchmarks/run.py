@@ -17,6 +17,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -123,9 +124,23 @@ class Sampler(threading.Thread):
 
 # --------------------------------------------------------------------------- suite runs
 
+def neutral_dir() -> str:
+    """An empty working directory for suite runs: started in the repository, pytest would read its
+    pyproject (testpaths = tests) and load tests/conftest.py, which imports torch and transformers
+    for the project's own tests: ~5 s and ~400 MB per process that no user's run has."""
+    global _NEUTRAL
+    if _NEUTRAL is None:
+        _NEUTRAL = tempfile.mkdtemp(prefix="drafter-contracts-bench-")
+    return _NEUTRAL
+
+
+_NEUTRAL: str | None = None
+
+
 def suite_run(path: Path, rows: int, workers: int, report_dir: Path, extra: list[str] | None = None,
               env: dict[str, str] | None = None) -> dict[str, Any]:
     """``pytest --dataset-path`` in a subprocess: wall time, verdict, per-process peak memory."""
+    report_dir = report_dir.resolve()  # pytest runs in neutral_dir()
     report_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pytest", f"--dataset-path={path}", f"--expected-count={rows}",
            "-n", str(workers), "-p", "no:cacheprovider", "-q", f"--report-dir={report_dir}", *(extra or [])]
@@ -136,7 +151,7 @@ def suite_run(path: Path, rows: int, workers: int, report_dir: Path, extra: list
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=neutral_dir())
     sampler = Sampler(proc.pid)
     sampler.start()
     out, _ = proc.communicate()

@@ -1,8 +1,8 @@
 """The fast labeller, turn numbering and mask checks against the formulations they replaced.
 
-The marker-level labeller relabels the tokens after an opener/end marker by closed
-forms and the mask checks read turn facts at failing positions only; these property
-tests hold them to the per-token formulations (``label_reference``, and the per-token
+The compiled labeller (kernels.label_chatml) applies the per-token rules with a
+shortcut through runs of ordinary tokens, and the mask checks read turn facts at
+failing positions only; these property tests hold them to the per-token formulations (``label_reference``, and the per-token
 ``assistant_turns``/``allowed_tokens``/``required_tokens`` and check details that
 the checks used before, kept here as the reference) on marker soups with every
 structural problem, random masks and every mask policy.
@@ -46,7 +46,7 @@ def _soup(data, alphabet, profile):
 @settings(max_examples=600, deadline=None)
 @given(st.data())
 def test_fast_labels_equal_reference(profile, alphabet, data):
-    """Every role, boundary flag and problem code of the marker-level labeller equals label_reference
+    """Every role, boundary flag and problem code of the compiled labeller equals label_reference
     (marker soups with odd and out-of-range ids, int32 and int64; damaged well-formed turns)."""
     rows, ids, offsets, max_len = _soup(data, alphabet, profile)
     fast = label(ids, offsets, profile, max_len)

@@ -255,6 +255,10 @@ class SavedDataset:
                     tables.append(pa.ipc.open_file(source).read_all())
             except (pa.ArrowInvalid, OSError) as exc:
                 raise UsageProblem(f"{f}: not a readable Arrow file ({exc}); re-save the dataset with datasets.save_to_disk") from None
+            if mm is not None and hasattr(mmap, "MADV_DONTNEED"):
+                # Reading a stream's batches touches every page of the file (pyarrow 26): hand them
+                # back at once, or each worker's RSS peaks at the whole dataset before its first shard.
+                mm.madvise(mmap.MADV_DONTNEED)
         return tables
 
     def release_pages(self) -> None:

@@ -36,23 +36,6 @@ def share_histogram(supervised: np.ndarray, lengths: np.ndarray) -> list[int]:
     return np.bincount(idx, minlength=SHARE_BINS).astype(np.int64).tolist()
 
 
-def small_counts(codes: np.ndarray, minlength: int) -> np.ndarray:
-    """``np.bincount`` of uint8 codes, read two at a time as uint16 (half the elements: ~2.5x faster).
-
-    The 256 x 256 pair table is folded back: a code counts once per pair it is the
-    low byte of and once per pair it is the high byte of (the byte order cancels out).
-    """
-    if codes.dtype != np.uint8 or len(codes) < 2 or not codes.flags.c_contiguous:
-        return np.bincount(codes, minlength=minlength)
-    even = len(codes) - len(codes) % 2
-    pairs = np.bincount(codes[:even].view(np.uint16), minlength=1 << 16).reshape(256, 256)
-    out = pairs.sum(axis=0) + pairs.sum(axis=1)
-    if even < len(codes):
-        out[codes[-1]] += 1
-    last = max(minlength, int(np.flatnonzero(out)[-1]) + 1 if out.any() else minlength)
-    return out[:last]
-
-
 def run_counts(runs: Any, prefix: np.ndarray | None, minlength: int) -> tuple[np.ndarray, np.ndarray | None]:
     """Per code: positions carrying it, and (with ``prefix``) the sum of the prefix-summed flag over them.
 
