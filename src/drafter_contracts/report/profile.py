@@ -45,13 +45,14 @@ def run_counts(runs: Any, prefix: np.ndarray | None, minlength: int) -> tuple[np
     prefix[start]`` (its supervised tokens, from the shard's shared ``supervised_prefix``).
     Both results are int64.
     """
+    from ..kernels import run_totals
+
     size = max(minlength, int(runs.role.max()) + 1 if len(runs.role) else 0)
-    # float64 weights are exact: a shard's totals are far below 2**53
-    counts = np.bincount(runs.role, weights=runs.end - runs.start, minlength=size).astype(np.int64)
-    if prefix is None:
-        return counts, None
-    sums = prefix[runs.end].astype(np.int64) - prefix[runs.start]
-    return counts, np.bincount(runs.role, weights=sums, minlength=size).astype(np.int64)
+    counts = np.zeros(size, dtype=np.int64)
+    sums = np.zeros(size, dtype=np.int64)
+    run_totals(runs.role, runs.start, runs.end, prefix if prefix is not None else np.zeros(1, np.int32),
+               prefix is not None, counts, sums)
+    return counts, (sums if prefix is not None else None)
 
 
 #: Largest id range counted in one dense array per shard (4 M ids, 16 MB of int32).
