@@ -39,3 +39,23 @@ def test_supervised_counts_equal_bincount(ids, rnd, dtype, limit):
     if len(ids) and mask.any():  # beyond the dense range the numpy path answers, with the same result
         big = supervised_counts(ids, mask, DENSE_COUNT_LIMIT + 1)
         np.testing.assert_array_equal(big["counts"], sparse_counts(ids[mask], DENSE_COUNT_LIMIT + 1)["counts"])
+
+
+_CONTROLLER = """
+import sys, pytest
+rc = pytest.main(sys.argv[1:])
+print("numba loaded:", "numba" in sys.modules, "exit", rc)
+"""
+
+
+def test_xdist_controller_never_loads_numba(clean_dataset, tmp_path):
+    """Workers label shards with the kernels; the controller, which only decodes a few rows for the
+    summary (a warning's excerpt here), must not pay numba's import and kernel loading."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _CONTROLLER, f"--dataset-path={clean_dataset}", "-n", "2", "-q",
+                          "-p", "no:cacheprovider", f"--report-dir={tmp_path}", "--expected-count=2000"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert "WARN " in out.stdout  # the summary decoded at least one row at the controller
+    assert "numba loaded: False exit 0" in out.stdout, out.stdout[-2000:]

@@ -99,8 +99,7 @@ def warn_excerpts(summary: dict[str, Any], engine: Any, limit: int = 1) -> list[
                 ids, mask, _ = engine.row(int(e["row"]))
                 roles = None
                 if engine.profile is not None and len(ids):
-                    roles = chatml.label(ids, np.array([0, len(ids)], dtype=np.int64), engine.profile,
-                                         engine.contract.max_len).role
+                    roles = chatml.label_row(ids, engine.profile, engine.contract.max_len).role
                 text = excerpt(ids, mask, roles, int(e["position"]), engine.vocab)
             except Exception as exc:  # an explanation must never break the run's summary
                 text = f"(cannot decode: {exc})"

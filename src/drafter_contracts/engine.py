@@ -115,7 +115,7 @@ def profile_stats(view: RowView, id_limit: int = 1 << 24) -> dict:
     lengths = view.lengths
     out: dict = {"seq_len_hist": seq_len_histogram(lengths)}
     if view.mask is not None:
-        # Per-row counts come from the shard's shared prefix sums (one int32 cumsum for all checks).
+        # Per-row counts come from the shard's shared prefix sum (one compiled pass serves every check).
         per_row = view.supervised_per_row
         out["supervised_share_hist"] = share_histogram(per_row, lengths)
         out["supervised_id_counts"] = supervised_counts(view.ids, view.mask, id_limit)

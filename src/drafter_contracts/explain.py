@@ -134,12 +134,7 @@ def excerpt(ids: np.ndarray, mask: np.ndarray | None, roles: np.ndarray | None, 
 def _labels(ids: np.ndarray, profile: chatml.ChatMLProfile | None, max_len: int) -> Labels | None:
     if profile is None or len(ids) == 0:
         return None
-    offsets = np.array([0, len(ids)], dtype=np.int64)
-    if isinstance(profile, chatml.ChatMLProfile):
-        # A few rows at report time, in the pytest-xdist controller: the numpy formulation
-        # (the labeller's specification, same labels) spares that process loading numba.
-        return chatml.label_reference(ids, offsets, profile, max_len)
-    return chatml.label(ids, offsets, profile, max_len)
+    return chatml.label_row(ids, profile, max_len)
 
 
 def offending_tokens(check: str, ids: np.ndarray, mask: np.ndarray | None, labels: Labels | None,
