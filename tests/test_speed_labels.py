@@ -38,7 +38,9 @@ def _soup(data, alphabet, profile):
     rows = data.draw(st.lists(row, min_size=1, max_size=7))
     max_len = data.draw(st.integers(1, 40))
     rows = [r[:max_len] if data.draw(st.booleans()) else r for r in rows]
-    ids = np.array([i for r in rows for i in r], dtype=data.draw(st.sampled_from([np.int32, np.int64])))
+    # Unsigned types turn the soup's -1 into a huge id (2**64 - 1 for uint64, which the kernel cannot take as is).
+    dtype = data.draw(st.sampled_from([np.int32, np.int64, np.uint32, np.uint64]))
+    ids = np.array([i for r in rows for i in r], dtype=np.int64).astype(dtype)
     offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
     return rows, ids, offsets, max_len
 
@@ -47,7 +49,7 @@ def _soup(data, alphabet, profile):
 @given(st.data())
 def test_fast_labels_equal_reference(profile, alphabet, data):
     """Every role, boundary flag and problem code of the compiled labeller equals label_reference
-    (marker soups with odd and out-of-range ids, int32 and int64; damaged well-formed turns)."""
+    (marker soups with odd and out-of-range ids, signed and unsigned 32/64-bit; damaged well-formed turns)."""
     rows, ids, offsets, max_len = _soup(data, alphabet, profile)
     fast = label(ids, offsets, profile, max_len)
     ref = label_reference(ids, offsets, profile, max_len)

@@ -89,6 +89,9 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
     think = profile.think or (profile.start, profile.start)
     call = profile.tool_call or (profile.start, profile.start)
     lowest = min(profile.start, profile.end, *(profile.think or ()), *(profile.tool_call or ()))
+    if ids.dtype == np.uint64:  # numba would mix uint64 with signed ints through float64
+        # Exact for the rules: markers are small ids, and lookups clip every huge id alike.
+        ids = np.minimum(ids, np.uint64(np.iinfo(np.int64).max)).astype(np.int64)
     ids = np.ascontiguousarray(ids)
     label_chatml(ids, np.ascontiguousarray(offsets, dtype=np.int64),
                  profile.start, profile.end, profile.newline, profile.role_of_id, profile.newline_lead,
