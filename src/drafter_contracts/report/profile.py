@@ -8,6 +8,7 @@ Quantiles are read from the merged histogram, never averaged over shards.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
@@ -126,28 +127,42 @@ def merged_histogram(stats: Iterable[dict], key: str, bins: int) -> np.ndarray |
     return total if seen else None
 
 
-def merged_counts(stats: Iterable[dict], key: str = "supervised_id_counts") -> tuple[np.ndarray, np.ndarray] | None:
-    """Exact per-id counts summed over shards, as sorted (ids, counts).
+@dataclass
+class CountSum:
+    """Exact per-id counts summed part by part (shards, or the parts of a split run) into one dense
+    array: ids are bounded by the vocabulary, so this replaces sorting the concatenation of every
+    part's sparse counts (np.unique over millions of entries took seconds at full scale)."""
 
-    Ids are bounded by the vocabulary, so one dense accumulator replaces sorting the
-    concatenation (np.unique over millions of entries took seconds at full scale).
-    """
-    parts_ids, parts_counts = [], []
-    for s in stats:
-        c = s.get(key)
-        if c is None:
+    total: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    parts: int = 0
+    missing: bool = False  # a part had no counts (no usable loss_mask): there is no exact sum
+
+    def add(self, counts: dict[str, Any] | None) -> None:
+        self.parts += 1
+        if counts is None:
+            self.missing = True
+            return
+        ids = np.asarray(counts["ids"], dtype=np.int64)
+        if not len(ids):
+            return
+        if int(ids.max()) >= len(self.total):
+            self.total = np.concatenate((self.total, np.zeros(int(ids.max()) + 1 - len(self.total), np.int64)))
+        np.add.at(self.total, ids, np.asarray(counts["counts"], dtype=np.int64))
+
+    def result(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Sorted (ids, counts); None when no part was added or one had no counts."""
+        if self.missing or not self.parts:
             return None
-        parts_ids.append(np.asarray(c["ids"], dtype=np.int64))
-        parts_counts.append(np.asarray(c["counts"], dtype=np.int64))
-    if not parts_ids:
-        return None
-    ids = np.concatenate(parts_ids)
-    if not len(ids):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    # float64 weights are exact: any id's total is far below 2**53
-    total = np.bincount(ids, weights=np.concatenate(parts_counts)).astype(np.int64)
-    nz = np.flatnonzero(total)
-    return nz.astype(np.int64), total[nz]
+        nz = np.flatnonzero(self.total)
+        return nz, self.total[nz]
+
+
+def merged_counts(stats: Iterable[dict], key: str = "supervised_id_counts") -> tuple[np.ndarray, np.ndarray] | None:
+    """Exact per-id counts summed over shard (or part) records, as sorted (ids, counts)."""
+    acc = CountSum()
+    for s in stats:
+        acc.add(s.get(key))
+    return acc.result()
 
 
 def quantiles(hist: np.ndarray, edges: np.ndarray, qs: Iterable[float] = QUANTILES) -> dict[str, int | float | None]:

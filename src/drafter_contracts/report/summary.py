@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .profile import dataset_profile
+from .profile import CountSum, dataset_profile
 
 SCHEMA_VERSION = 2
 RESULT_KEY = "drafter_contracts.result"
@@ -35,10 +35,9 @@ class Recorder:
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     stats: dict[int, dict] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
-    #: Supervised-id counts summed as shards arrive (dense, one slot per id), instead of keeping every
-    #: shard's sparse counts: ~0.8 MB a shard, and merging them all at the end peaked at ~150 MB.
-    _counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    _counts_missing: bool = False
+    #: Supervised-id counts summed as shards arrive, instead of keeping every shard's sparse
+    #: counts: ~0.8 MB a shard, and merging them all at the end peaked at ~150 MB.
+    _counts: CountSum = field(default_factory=CountSum)
 
     def add(self, nodeid: str, outcome: str, props: dict[str, Any], skip_reason: str | None,
             duration: float = 0.0) -> None:
@@ -47,7 +46,7 @@ class Recorder:
             stats = dict(props[STATS_KEY])
             counts = stats.pop("supervised_id_counts", None)
             if int(stats["shard"]) not in self.stats:  # a re-run shard is counted once
-                self._fold(counts)
+                self._counts.add(counts)
             self.stats[int(stats["shard"])] = stats
         if props.get(RESULT_KEY) is not None:
             self._add(props[RESULT_KEY], outcome, skip_reason, duration, props.get(DETAILS_KEY))
@@ -58,24 +57,10 @@ class Recorder:
                    else "passed")
             self._add(result, own, None, float(result.get("seconds", 0.0)), None)
 
-    def _fold(self, counts: dict[str, Any] | None) -> None:
-        if counts is None:
-            self._counts_missing = True
-            return
-        ids = np.asarray(counts["ids"], dtype=np.int64)
-        if not len(ids):
-            return
-        if int(ids.max()) >= len(self._counts):
-            self._counts = np.concatenate((self._counts, np.zeros(int(ids.max()) + 1 - len(self._counts), np.int64)))
-        np.add.at(self._counts, ids, np.asarray(counts["counts"], dtype=np.int64))
-
     def supervised_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The exact supervised-id counts of every shard recorded, as sorted (ids, counts);
         None when a shard had none (no usable loss_mask) or no shard reported."""
-        if self._counts_missing or not self.stats:
-            return None
-        nz = np.flatnonzero(self._counts)
-        return nz, self._counts[nz]
+        return self._counts.result()
 
     def _add(self, result: dict[str, Any], outcome: str, skip_reason: str | None, duration: float,
              details: list[str] | None) -> None:
