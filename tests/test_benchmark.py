@@ -141,21 +141,31 @@ def test_ratios_and_table(bench):
     def r(wall, rss=800, anon=300):
         return {"wall_s": wall, "peak_rss_per_worker_mb": [rss, rss], "peak_anon_per_worker_mb": [anon, anon]}
 
+    def rd(floor, full2, small2, full1, small1):
+        return {"floor_s": floor, "walls": {"full_n2": full2, "rows1000_n2": small2, "full_n1": full1, "rows1000_n1": small1}}
+
     res = {"floor": {"seconds": 0.5}, "naive": {"extrapolated_s": 400.0}, "fixed_run": "rows1000_n2",
-           "suite": {"full_n2": r(7.0), "full_n1": r(13.0), "rows1000_n2": r(5.0, 300, 100), "rows100000_n2": r(6.0)}}
+           "suite": {"full_n2": r(7.0), "full_n1": r(13.0), "rows1000_n2": r(5.0, 300, 100), "rows100000_n2": r(6.0)},
+           # each ratio is the median of the rounds' own: (7 - 5) / 0.5 = 4, (8 - 5) / 0.6 = 5, (9 - 4) / 0.4 = 12.5
+           "rounds": [rd(0.5, 7.0, 5.0, 13.0, 4.0), rd(0.6, 8.0, 5.0, 14.0, 4.0), rd(0.4, 9.0, 4.0, 12.0, 5.0)],
+           "empty_suite": {"n1_s": 1.0, "n2_s": 1.5}}
     q = bench.ratios(res)
-    assert q["marginal_over_floor"] == 4.0 and q["n1_over_n2"] == 1.86 and q["naive_over_suite"] == 57.1
-    assert q["meets"] == {"marginal_over_floor": True, "n1_over_n2": True, "fixed_overhead_s": True,
-                          "peak_rss_per_worker_gb": True, "naive_over_suite": True}
-    res["suite"]["full_n2"] = r(9.0, 2000)
+    assert q["marginal_over_floor"] == 5.0 and q["marginal_over_floor_by_round"] == [4.0, 5.0, 12.5]
+    assert q["marginal_s"] == 3.0 and q["naive_over_marginal"] == 133.3 and q["naive_over_suite"] == 57.1
+    assert q["marginal_n1_over_n2"] == 3.33  # median of 9 / 2, 10 / 3, 7 / 5
+    assert q["n1_over_n2"] == 1.75  # median of 13 / 7, 14 / 8, 12 / 9
+    assert q["anon_growth_100k_to_full"] == 1.0 and q["rss_growth_100k_to_full"] == 1.0
+    # start-up 1.5 s (-n 2) and 1.0 s (-n 1), per-row part at the target 6 x 0.5 = 3 s: (1 + 6) / (1.5 + 3)
+    assert q["whole_run_bounds"] == {"n1_over_n2_at_most": 1.56, "naive_over_suite_at_most": 88.9}
+    assert all(q["meets"].values()), q["meets"]
+    res["suite"]["full_n2"] = r(9.0, 2000, 400)
+    res["rounds"][0]["walls"]["full_n2"] = 9.5
     q = bench.ratios(res)
     assert not q["meets"]["marginal_over_floor"] and not q["meets"]["peak_rss_per_worker_gb"]
+    assert not q["meets"]["anon_growth_100k_to_full"] and not q["meets"]["rss_growth_100k_to_full"]
     res["ratios"] = q
     text = bench.table(res)
-    assert "NO" in text and "rows100000 300" in text
-    assert q["marginal_n1_over_n2"] is None  # no 1 K -n 1 run to take out
-    res["suite"]["rows1000_n1"] = r(4.0)
-    assert bench.ratios(res)["marginal_n1_over_n2"] == 2.25  # (13 - 4) / (9 - 5)
+    assert "NO" in text and "rows100000 300" in text and "at most 1.56" in text
 
 
 def test_median_of_takes_the_median_wall_and_the_largest_memory(bench):

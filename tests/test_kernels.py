@@ -8,8 +8,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from drafter_contracts import kernels
+from drafter_contracts.checks import content
+from drafter_contracts.checks.content import ReplyTables, row_hashes
+from drafter_contracts.checks.view import RowView, mask_prefix_reference
+from drafter_contracts.engine import token_pass
+from drafter_contracts.report import profile
 from drafter_contracts.report.profile import DENSE_COUNT_LIMIT, sparse_counts, supervised_counts
-from drafter_contracts.spans.labels import Role, TurnProblem
+from drafter_contracts.spans.labels import Labels, Role, TurnProblem
 
 
 def test_codes_mirror_the_enums():
@@ -39,6 +44,50 @@ def test_supervised_counts_equal_bincount(ids, rnd, dtype, limit):
     if len(ids) and mask.any():  # beyond the dense range the numpy path answers, with the same result
         big = supervised_counts(ids, mask, DENSE_COUNT_LIMIT + 1)
         np.testing.assert_array_equal(big["counts"], sparse_counts(ids[mask], DENSE_COUNT_LIMIT + 1)["counts"])
+
+
+@given(st.lists(st.tuples(st.lists(st.integers(-3, 70), max_size=40), st.integers(0, 2**40 - 1)), max_size=8),
+       st.sampled_from([np.int32, np.int64, np.uint32]), st.integers(1, 80))
+def test_token_pass_equals_the_three_passes(spec, dtype, limit):
+    """One pass gives the prefix sum, the supervised-id counts and the row hashes that their own
+    passes give (empty rows and corrupt ids included)."""
+    rows = [np.abs(r) if dtype == np.uint32 else r for r, _ in spec]
+    ids = np.concatenate([np.asarray(r, np.int64) for r in rows] + [np.zeros(0, np.int64)]).astype(dtype)
+    mask = np.concatenate([np.array([bits >> j & 1 for j in range(len(r))], bool) for r, (_, bits) in zip(rows, spec)]
+                          + [np.zeros(0, bool)])
+    offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
+
+    def view() -> RowView:
+        return RowView(ids, mask, offsets, np.arange(len(rows)), None)
+
+    fused = view()
+    counts, sums = token_pass(fused, limit)
+    np.testing.assert_array_equal(fused.supervised_prefix, mask_prefix_reference(mask))
+    want = sparse_counts(ids[mask], limit)
+    np.testing.assert_array_equal(counts["ids"], want["ids"])
+    np.testing.assert_array_equal(counts["counts"], want["counts"])
+    np.testing.assert_array_equal(row_hashes(fused, sums), row_hashes(view()))
+    assert not profile._COUNT_BUFFERS or not any(b.any() for b in profile._COUNT_BUFFERS.values())  # left zeroed
+
+
+@given(st.data())
+def test_reply_lengths_equal_the_windowed_numpy(data):
+    """Reply-text counts per turn, capped, equal reply_lengths_reference's windows (odd ids, blanks,
+    markers, boundary tokens, every role, turns of any length)."""
+    n = data.draw(st.integers(0, 120))
+    ids = np.array(data.draw(st.lists(st.integers(-2, 30), min_size=n, max_size=n)), dtype=np.int64)
+    role = np.array(data.draw(st.lists(st.sampled_from([int(r) for r in Role]), min_size=n, max_size=n)), np.uint8)
+    boundary = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    blank = np.array(data.draw(st.lists(st.booleans(), min_size=1, max_size=25)), dtype=bool)
+    markers = np.array(data.draw(st.lists(st.integers(0, 30), max_size=2)), dtype=np.int64)
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=12)))
+    t_start, t_end = np.array(cuts[0::2][:len(cuts) // 2], np.int64), np.array(cuts[1::2], np.int64)
+    cap = data.draw(st.integers(0, 40))
+    view = RowView(ids, None, np.array([0, n], np.int64), np.arange(1), None)
+    labels = Labels(role, boundary, np.zeros(n, np.uint8))
+    tables = ReplyTables(blank, markers, ())
+    got = content._reply_lengths(view, labels, tables, t_start, t_end, cap)
+    np.testing.assert_array_equal(got, content.reply_lengths_reference(view, labels, tables, t_start, t_end, cap))
 
 
 _CONTROLLER = """

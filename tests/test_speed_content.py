@@ -168,7 +168,7 @@ def _defined_hash(rows, masks) -> np.ndarray:
     """The docstring's definition, per row in Python integers."""
     out = []
     for r, m in zip(rows, masks):
-        h = sum((2 * int(x) + int(b)) * pow(content._BASE, j, 1 << 64) for j, (x, b) in enumerate(zip(r, m)))
+        h = sum((2 * int(x) + int(b)) * pow(content.HASH_BASE, j, 1 << 64) for j, (x, b) in enumerate(zip(r, m)))
         out.append(h % (1 << 64))
     lengths = np.array([len(r) for r in rows], dtype=np.uint64)
     return content.mix64(np.array(out, dtype=np.uint64) ^ content.mix64(lengths + content._GOLD))

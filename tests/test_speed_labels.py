@@ -17,6 +17,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from drafter_contracts.checks import content as content_mod
 from drafter_contracts.checks import policy as policy_mod
 from drafter_contracts.checks import spans
 from drafter_contracts.checks.view import RowView
@@ -57,6 +58,9 @@ def test_fast_labels_equal_reference(profile, alphabet, data):
         got, want = getattr(fast, field), getattr(ref, field)
         assert got.dtype == want.dtype, field
         np.testing.assert_array_equal(got, want, err_msg=f"{field} differs on {rows} (max_len {max_len})")
+    # The run starts the labeller notes as it writes are the ones role_runs finds in the roles.
+    np.testing.assert_array_equal(fast.run_starts, content_mod.role_runs(ref.role, offsets).start,
+                                  err_msg=f"role runs differ on {rows} (max_len {max_len})")
 
 
 # --------------------------------------------------------------------------- reference formulations

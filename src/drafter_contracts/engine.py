@@ -20,7 +20,7 @@ from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
-from .report.profile import run_counts, seq_len_histogram, share_histogram, supervised_counts
+from .report.profile import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, supervised_counts
 from .results import CheckResult, Violation
 from .spans import chatml
 from .spans.labels import Labels, Role
@@ -72,13 +72,18 @@ class ShardWork:
     def runs(self) -> content.RoleRuns | None:
         """The labels run-length encoded (cut at row starts): per-role totals and the turn checks read these."""
         labels = self.labels
-        return None if labels is None else content.role_runs(labels.role, self.view.offsets)
+        return None if labels is None else content.role_runs(labels.role, self.view.offsets, labels.run_starts)
+
+    @cached_property
+    def token_pass(self) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+        return token_pass(self.view, self.id_limit)
 
     def stats(self) -> dict:
         """Exact per-shard sums and extremes; the controller adds them up into global figures."""
         a = self.arrays
         p = problem_rows(a)
         lengths = self.view.lengths
+        fused = self.token_pass  # first: it fills the prefix sum read below
         out: dict = {
             "shard": self.shard.index,
             "rows": self.shard.rows,
@@ -90,7 +95,7 @@ class ShardWork:
             "rows_at_max_len": int((lengths == self.contract.max_len).sum()),
             "supervised_tokens": int(self.view.supervised_prefix[-1]) if self.view.mask is not None else None,
         }
-        out.update(profile_stats(self.view, self.id_limit))
+        out.update(profile_stats(self.view, self.id_limit, fused[0] if fused is not None else None))
         labels = self.labels
         if self.view.mask is not None:
             out["anchor_positions"] = int(content.anchor_counts(self.view, self.contract.content.block_size).sum())
@@ -109,16 +114,36 @@ class ShardWork:
         return out
 
 
-def profile_stats(view: RowView, id_limit: int = 1 << 24) -> dict:
+def token_pass(view: RowView, id_limit: int) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+    """(supervised-id counts, row hash sums) from one compiled pass that also fills the view's
+    supervised prefix sum: three reads of every id and mask bit become one. None without a
+    mask or a dense id range: each is then computed on its own when asked for.
+    """
+    buf = count_buffer(id_limit, len(view.ids))
+    if view.mask is None or buf is None or view.offsets[0] != 0 or view.offsets[-1] != len(view.ids):
+        return None
+    from .kernels import token_pass as kernel
+
+    n = len(view.ids)
+    prefix = np.empty(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+    sums = np.zeros(len(view.rows), dtype=np.uint64)
+    kernel(np.ascontiguousarray(view.ids), np.ascontiguousarray(view.mask).view(np.uint8),
+           np.ascontiguousarray(view.offsets, dtype=np.int64), np.uint64(content.HASH_BASE), id_limit, prefix, buf, sums)
+    view.__dict__["supervised_prefix"] = prefix  # the cached_property's slot: every check reads this one
+    return drained(buf), sums
+
+
+def profile_stats(view: RowView, id_limit: int = 1 << 24, id_counts: dict[str, np.ndarray] | None = None) -> dict:
     """Mergeable per-shard inputs of the dataset profile: fixed-bin histograms and sparse id counts
-    (of the ids below ``id_limit``, the tokenizer's size: larger ones are ids_known's violations)."""
+    (of the ids below ``id_limit``, the tokenizer's size: larger ones are ids_known's violations;
+    ``id_counts`` when the shard's token pass has counted them)."""
     lengths = view.lengths
     out: dict = {"seq_len_hist": seq_len_histogram(lengths)}
     if view.mask is not None:
         # Per-row counts come from the shard's shared prefix sum (one compiled pass serves every check).
         per_row = view.supervised_per_row
         out["supervised_share_hist"] = share_histogram(per_row, lengths)
-        out["supervised_id_counts"] = supervised_counts(view.ids, view.mask, id_limit)
+        out["supervised_id_counts"] = id_counts if id_counts is not None else supervised_counts(view.ids, view.mask, id_limit)
     return out
 
 
@@ -294,7 +319,8 @@ class Engine:
     def row_hashes(self, shard: Shard) -> tuple[np.ndarray, np.ndarray]:
         """(global row index, 64-bit hash) of the shard's usable rows, for the controller's duplicate search."""
         w = self.work(shard)
-        return (w.view.rows + shard.start).astype(np.int64), content.row_hashes(w.view)
+        fused = w.token_pass
+        return (w.view.rows + shard.start).astype(np.int64), content.row_hashes(w.view, fused[1] if fused is not None else None)
 
     def row_keys(self, rows: np.ndarray) -> list[bytes]:
         """Exact contents (ids, then mask) of the given global rows, for comparing duplicate candidates.

@@ -38,8 +38,12 @@ MALFORMED_HEADER, TEXT_OUTSIDE_TURN, UNCLOSED_TURN = 5, 6, 7
 
 @_jit
 def label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, think_open, think_close, has_think,
-                 call_open, call_close, has_call, max_len, lowest, role, boundary, problem):  # pragma: no cover (compiled)
-    """Fill ``role``/``boundary``/``problem`` for every token of ``ids`` split into rows by ``offsets``.
+                 call_open, call_close, has_call, max_len, lowest, role, boundary, problem,
+                 run_start):  # pragma: no cover (compiled)
+    """Fill ``role``/``boundary``/``problem`` for every token of ``ids`` split into rows by ``offsets``,
+    and return k: ``run_start[:k]`` are the first positions of the role runs that
+    ``checks.content.role_runs`` would find (a new run at each role change and row start),
+    noted while the roles are written instead of in another pass over them.
 
     The rules are those of ``spans.chatml.label_reference`` read token by token, with
     one shortcut: a run of ordinary tokens (ids below ``lowest``, the smallest marker
@@ -48,6 +52,7 @@ def label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, th
     """
     n_roles = len(role_of_id)
     clip_hi = min(len(role_of_id), len(newline_lead)) - 1
+    k_runs = 0
     for r in range(len(offsets) - 1):
         a = offsets[r]
         b = offsets[r + 1]
@@ -58,6 +63,7 @@ def label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, th
         lco = -1
         lcc = -1
         turn_role = OUTSIDE
+        current = -1  # the role of the run open at p (none at a row start)
         p = a
         while p < b:
             t = ids[p]
@@ -80,6 +86,10 @@ def label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, th
                                     rl = REASONING
                                 if has_call and lco > last_s and lco > lcc:
                                     rl = TOOL_CALL
+                    if rl != current:
+                        run_start[k_runs] = p
+                        k_runs += 1
+                        current = rl
                     role[p:q] = rl
                     boundary[p:q] = False
                     problem[p:q] = pb
@@ -158,10 +168,15 @@ def label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, th
                 prob = NO_LEADING_HEADER
             if p == b - 1 and open_tok and b - a < max_len and prob == 0:
                 prob = UNCLOSED_TURN
+            if rl != current:
+                run_start[k_runs] = p
+                k_runs += 1
+                current = rl
             role[p] = rl
             boundary[p] = bd
             problem[p] = prob
             p += 1
+    return k_runs
 
 
 @_jit
@@ -221,6 +236,61 @@ def row_hash_sums(ids, mask, has_mask, offsets, r, out):  # pragma: no cover (co
                 h += two * np.uint64(ids[j]) * p
                 p *= r
         out[row] = h
+
+
+@_jit
+def token_pass(ids, mask, offsets, r, limit, prefix, counts, sums):  # pragma: no cover (compiled)
+    """:func:`prefix_count`, :func:`supervised_id_counts` and :func:`row_hash_sums` (with a mask)
+    in one pass: each read the shard's ids and mask again, and the three are the stats' and the
+    duplicate search's share of every token. ``offsets`` must run from 0 to ``len(ids)``.
+    """
+    two = np.uint64(2)
+    one = np.uint64(1)
+    s = 0
+    prefix[0] = 0
+    for row in range(len(offsets) - 1):
+        h = np.uint64(0)
+        p = one
+        for j in range(offsets[row], offsets[row + 1]):
+            t = ids[j]
+            m = mask[j]
+            s += m
+            prefix[j + 1] = s
+            h += (two * np.uint64(t) + np.uint64(m)) * p
+            p *= r
+            if m:
+                if t >= 0 and t < limit:
+                    counts[t] += 1
+        sums[row] = h
+
+
+@_jit
+def reply_lengths(ids, role, boundary, is_part, blank, markers, t_start, t_end, cap, out):  # pragma: no cover (compiled)
+    """``out[i]``: reply-text tokens in [t_start[i], t_end[i]), exact up to ``cap``, else ``cap + 1``.
+
+    A text token has a role in ``is_part``, is no boundary token, no ``blank`` id (ids
+    clipped into the table, as numpy's ``take(mode="clip")``) and no marker. Each turn is
+    read only until its count passes ``cap``: a normal reply stops after a few tokens.
+    """
+    hi = len(blank) - 1
+    for i in range(len(t_start)):
+        c = 0
+        for p in range(t_start[i], t_end[i]):
+            if not is_part[role[p]] or boundary[p]:
+                continue
+            t = ids[p]
+            if blank[min(max(t, 0), hi)]:
+                continue
+            marker = False
+            for k in range(len(markers)):
+                if t == markers[k]:
+                    marker = True
+            if marker:
+                continue
+            c += 1
+            if c > cap:
+                break
+        out[i] = c
 
 
 @_jit

@@ -125,16 +125,23 @@ class RoleRuns:
     row_first: np.ndarray  # bool: the run opens a row
 
 
-def role_runs(role: np.ndarray, offsets: np.ndarray) -> RoleRuns:
-    """Run-length encode the roles, cutting at row starts (one byte compare per token, then change points only)."""
+def role_runs(role: np.ndarray, offsets: np.ndarray, starts: np.ndarray | None = None) -> RoleRuns:
+    """Run-length encode the roles, cutting at row starts (one byte compare per token, then change points only).
+
+    ``starts``: the runs' first positions when the labeller has noted them (``Labels.run_starts``),
+    which leaves only per-run work here.
+    """
     n = len(role)
     if not n:
         z = np.zeros(0, dtype=np.int64)
         return RoleRuns(z, z, np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=bool))
     row_start = offsets[:-1][np.diff(offsets) > 0]  # strictly increasing, starts at 0
-    cut = role[1:] != role[:-1]
-    cut[row_start[1:] - 1] = True
-    start = np.concatenate(([0], np.flatnonzero(cut) + 1))
+    if starts is not None:
+        start = starts
+    else:
+        cut = role[1:] != role[:-1]
+        cut[row_start[1:] - 1] = True
+        start = np.concatenate(([0], np.flatnonzero(cut) + 1))
     end = np.empty_like(start)
     end[:-1], end[-1] = start[1:], n
     row_first = np.zeros(len(start), dtype=bool)
@@ -146,11 +153,28 @@ def _reply_lengths(view: RowView, labels: Labels, tables: ReplyTables, t_start: 
                    cap: int) -> np.ndarray:
     """Reply-text tokens of each turn [t_start, t_end), exact up to ``cap``, else ``cap + 1``.
 
-    The checks only ask whether a reply is a few tokens long, so each turn is read
-    from its start in windows (8 tokens, then doubling) until ``cap + 1`` text tokens
-    or its end: a normal reply settles in the first window, and only those few tokens
-    per turn are gathered, never the whole shard.
+    The checks only ask whether a reply is a few tokens long, so each turn is read from
+    its start until it has ``cap + 1`` text tokens or ends: one compiled loop over the
+    turns (:func:`drafter_contracts.kernels.reply_lengths`), which
+    :func:`reply_lengths_reference` states in numpy.
     """
+    from ..kernels import reply_lengths
+
+    out = np.empty(len(t_start), dtype=np.int64)
+    if not len(t_start):
+        return out
+    ids = view.ids
+    if ids.dtype == np.uint64:  # numba would mix uint64 with signed ints through float64; exact for the lookups
+        ids = np.minimum(ids, np.uint64(np.iinfo(np.int64).max)).astype(np.int64)
+    reply_lengths(np.ascontiguousarray(ids), labels.role, labels.boundary, _IS_PART, tables.blank,
+                  tables.markers.astype(np.int64), t_start.astype(np.int64), t_end.astype(np.int64), cap, out)
+    return out
+
+
+def reply_lengths_reference(view: RowView, labels: Labels, tables: ReplyTables, t_start: np.ndarray,
+                            t_end: np.ndarray, cap: int) -> np.ndarray:
+    """:func:`_reply_lengths` in numpy, kept for the tests: each turn is read from its start in
+    windows (8 tokens, then doubling) until ``cap + 1`` text tokens or its end."""
     n = len(view.ids)
     count = np.zeros(len(t_start), dtype=np.int64)
     turn, begin, end = np.arange(len(t_start)), t_start.copy(), t_end
@@ -322,16 +346,17 @@ def mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-_BASE = 0x9E3779B97F4A7C15  # the weight base r: odd, so every power r^j is a unit mod 2^64 (r = 5 mod 8)
+HASH_BASE = 0x9E3779B97F4A7C15  # the weight base r: odd, so every power r^j is a unit mod 2^64 (r = 5 mod 8)
 
 
-def row_hashes(view: RowView) -> np.ndarray:
+def row_hashes(view: RowView, sums: np.ndarray | None = None) -> np.ndarray:
     """A 64-bit hash of every row's ids, mask and length (order-sensitive).
 
     ``H = sum_j (2 id_j + mask_j) r^j  (mod 2^64)`` over the row's positions j, for
     a fixed odd ``r``; the hash is ``mix64(H ^ mix64(length + GOLD))``, a bijection
     of ``H`` for a given length. ``H`` is one compiled pass over the shard
-    (:func:`drafter_contracts.kernels.row_hash_sums`, ~1.5–2.5 ns a token).
+    (:func:`drafter_contracts.kernels.row_hash_sums`, ~1.3 ns a token), or ``sums``
+    when a shard's worker has it from its one token pass (``kernels.token_pass``).
 
     Why equal hashes mean equal rows: two rows of one length collide iff
     ``sum_j d_j r^j = 0 (mod 2^64)`` with ``d_j = 2 (a_j - b_j) + (m_j - m'_j)``.
@@ -347,14 +372,14 @@ def row_hashes(view: RowView) -> np.ndarray:
     position weights (sums of ``j * id_j``) would not do: a row and its mirror image
     often share them.
     """
-    from ..kernels import row_hash_sums
-
     n_rows = len(view.rows)
-    total = np.zeros(n_rows, dtype=np.uint64)
-    if n_rows:
+    total = np.zeros(n_rows, dtype=np.uint64) if sums is None else sums
+    if n_rows and sums is None:  # else ``H`` is given, from the shard's one token pass
+        from ..kernels import row_hash_sums
+
         mask = view.mask
         row_hash_sums(np.ascontiguousarray(view.ids), mask if mask is not None else np.zeros(1, bool),
-                      mask is not None, np.ascontiguousarray(view.offsets, dtype=np.int64), np.uint64(_BASE), total)
+                      mask is not None, np.ascontiguousarray(view.offsets, dtype=np.int64), np.uint64(HASH_BASE), total)
     return mix64(total ^ mix64(view.lengths.astype(np.uint64) + _GOLD))
 
 

@@ -69,17 +69,34 @@ def supervised_counts(ids: np.ndarray, mask: np.ndarray, limit: int) -> dict[str
     """:func:`sparse_counts` of ``ids[mask]``, counted in one compiled pass into a dense buffer.
 
     Falls back to numpy when the id range is too large for a dense array (no tokenizer,
-    so no vocabulary size to bound it).
+    so no vocabulary size to bound it). A shard's worker counts inside its one token
+    pass instead (``engine.ShardWork.token_pass``), into the same buffer.
     """
-    if limit > DENSE_COUNT_LIMIT:
+    buf = count_buffer(limit, len(ids))
+    if buf is None:
         return sparse_counts(ids[mask], limit)
-    from ..kernels import drain_counts, supervised_id_counts
+    from ..kernels import supervised_id_counts
 
-    dtype = np.dtype(np.int32 if len(ids) < 2**31 else np.int64)
+    supervised_id_counts(np.ascontiguousarray(ids), np.ascontiguousarray(mask), limit, buf)
+    return drained(buf)
+
+
+def count_buffer(limit: int, n: int) -> np.ndarray | None:
+    """This process's zeroed dense count buffer for ids below ``limit`` (None above DENSE_COUNT_LIMIT);
+    int32 while ``n`` tokens cannot overflow it. :func:`drained` leaves it zeroed again."""
+    if limit > DENSE_COUNT_LIMIT:
+        return None
+    dtype = np.dtype(np.int32 if n < 2**31 else np.int64)
     buf = _COUNT_BUFFERS.get((limit, dtype.str))
     if buf is None:
         buf = _COUNT_BUFFERS[(limit, dtype.str)] = np.zeros(limit, dtype=dtype)
-    supervised_id_counts(np.ascontiguousarray(ids), np.ascontiguousarray(mask), limit, buf)
+    return buf
+
+
+def drained(buf: np.ndarray) -> dict[str, np.ndarray]:
+    """The non-zero entries of a count buffer as sparse counts, zeroing the buffer."""
+    from ..kernels import drain_counts
+
     k = int(np.count_nonzero(buf))
     out = {"ids": np.empty(k, dtype=np.int32), "counts": np.empty(k, dtype=np.int64)}
     drain_counts(buf, out["ids"], out["counts"])

@@ -93,11 +93,12 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
         # Exact for the rules: markers are small ids, and lookups clip every huge id alike.
         ids = np.minimum(ids, np.uint64(np.iinfo(np.int64).max)).astype(np.int64)
     ids = np.ascontiguousarray(ids)
-    label_chatml(ids, np.ascontiguousarray(offsets, dtype=np.int64),
-                 profile.start, profile.end, profile.newline, profile.role_of_id, profile.newline_lead,
-                 think[0], think[1], profile.think is not None, call[0], call[1], profile.tool_call is not None,
-                 max_len, lowest, role, boundary, problem)
-    return Labels(role, boundary, problem)
+    starts = np.empty(n, dtype=np.int64)
+    k = label_chatml(ids, np.ascontiguousarray(offsets, dtype=np.int64),
+                     profile.start, profile.end, profile.newline, profile.role_of_id, profile.newline_lead,
+                     think[0], think[1], profile.think is not None, call[0], call[1], profile.tool_call is not None,
+                     max_len, lowest, role, boundary, problem, starts)
+    return Labels(role, boundary, problem, starts[:k].copy())
 
 
 def label_row(ids: np.ndarray, profile: "ChatMLProfile | CompiledProfile", max_len: int) -> Labels:

@@ -67,3 +67,6 @@ class Labels:
     role: np.ndarray  # uint8 per token, values of Role
     boundary: np.ndarray  # bool per token: header newline merged with content whitespace
     problem: np.ndarray  # uint8 per token, values of TurnProblem
+    #: First position of each role run (a new run at every role change and row start), when the
+    #: labeller noted them as it went (the compiled ChatML one); else checks.content.role_runs finds them.
+    run_starts: np.ndarray | None = None
