@@ -76,6 +76,7 @@ class ShardWork:
 
     @cached_property
     def token_pass(self) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+        """Once per shard: the stats and the duplicate search both read it, in either order."""
         return token_pass(self.view, self.id_limit)
 
     def stats(self) -> dict:
