@@ -11,9 +11,9 @@ from drafter_contracts import kernels
 from drafter_contracts.checks import content
 from drafter_contracts.checks.content import ReplyTables, row_hashes
 from drafter_contracts.checks.view import RowView, mask_prefix_reference
-from drafter_contracts.engine import token_pass
+from drafter_contracts.engine import profile_stats, token_pass
 from drafter_contracts.report import profile
-from drafter_contracts.report.profile import DENSE_COUNT_LIMIT, sparse_counts, supervised_counts
+from drafter_contracts.report.profile import DENSE_COUNT_LIMIT, sparse_counts
 from drafter_contracts.spans.labels import Labels, Role, TurnProblem
 
 
@@ -36,13 +36,17 @@ def test_supervised_counts_equal_bincount(ids, rnd, dtype, limit):
         ids = np.abs(ids)
     ids = ids.astype(dtype)
     mask = np.array([rnd.random() < 0.6 for _ in range(len(ids))], dtype=bool)
-    got = supervised_counts(ids, mask, limit)
+    def one_row() -> RowView:
+        return RowView(ids, mask, np.array([0, len(ids)], np.int64), np.arange(1), None)
+
+    got = token_pass(one_row(), limit)[0]  # the token pass's counts
     want = sparse_counts(ids[mask], limit)
     assert got["ids"].dtype == want["ids"].dtype and got["counts"].dtype == want["counts"].dtype
     np.testing.assert_array_equal(got["ids"], want["ids"])
     np.testing.assert_array_equal(got["counts"], want["counts"])
     if len(ids) and mask.any():  # beyond the dense range the numpy path answers, with the same result
-        big = supervised_counts(ids, mask, DENSE_COUNT_LIMIT + 1)
+        assert token_pass(one_row(), DENSE_COUNT_LIMIT + 1) is None
+        big = profile_stats(one_row(), DENSE_COUNT_LIMIT + 1)["supervised_id_counts"]
         np.testing.assert_array_equal(big["counts"], sparse_counts(ids[mask], DENSE_COUNT_LIMIT + 1)["counts"])
 
 

@@ -20,7 +20,7 @@ from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
-from .report.profile import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, supervised_counts
+from .report.profile import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult, Violation
 from .spans import chatml
 from .spans.labels import Labels, Role
@@ -144,7 +144,8 @@ def profile_stats(view: RowView, id_limit: int = 1 << 24, id_counts: dict[str, n
         # Per-row counts come from the shard's shared prefix sum (one compiled pass serves every check).
         per_row = view.supervised_per_row
         out["supervised_share_hist"] = share_histogram(per_row, lengths)
-        out["supervised_id_counts"] = id_counts if id_counts is not None else supervised_counts(view.ids, view.mask, id_limit)
+        # Counted in the shard's token pass; without one (no dense id range), by numpy.
+        out["supervised_id_counts"] = id_counts if id_counts is not None else sparse_counts(view.ids[view.mask], id_limit)
     return out
 
 

@@ -180,17 +180,6 @@ def label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, th
 
 
 @_jit
-def supervised_id_counts(ids, mask, limit, counts):  # pragma: no cover (compiled)
-    """``counts[t] += 1`` for every supervised token ``t`` in ``[0, limit)``: bincount of ``ids[mask]``
-    without materialising ``ids[mask]`` or widening it to int64 (ids outside the range are ids_known's)."""
-    for i in range(len(ids)):
-        if mask[i]:
-            t = ids[i]
-            if t >= 0 and t < limit:
-                counts[t] += 1
-
-
-@_jit
 def drain_counts(counts, ids_out, counts_out):  # pragma: no cover (compiled)
     """Move the non-zero entries of ``counts`` (in id order) to the sparse outputs, zeroing them:
     the dense array is a per-process buffer, clean again for the next shard."""
@@ -240,9 +229,11 @@ def row_hash_sums(ids, mask, has_mask, offsets, r, out):  # pragma: no cover (co
 
 @_jit
 def token_pass(ids, mask, offsets, r, limit, prefix, counts, sums):  # pragma: no cover (compiled)
-    """:func:`prefix_count`, :func:`supervised_id_counts` and :func:`row_hash_sums` (with a mask)
-    in one pass: each read the shard's ids and mask again, and the three are the stats' and the
-    duplicate search's share of every token. ``offsets`` must run from 0 to ``len(ids)``.
+    """:func:`prefix_count`, the supervised-id counts (``counts[t] += 1`` for each supervised
+    ``t`` in ``[0, limit)``: ``bincount(ids[mask])`` without materialising ``ids[mask]``; other
+    ids are ids_known's) and :func:`row_hash_sums` (with a mask) in one pass. Apart, each read
+    the shard's ids and mask again; together they are the stats' and the duplicate search's
+    share of every token. ``offsets`` must run from 0 to ``len(ids)``.
     """
     two = np.uint64(2)
     one = np.uint64(1)

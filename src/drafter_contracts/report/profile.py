@@ -65,25 +65,11 @@ DENSE_COUNT_LIMIT = 1 << 22
 _COUNT_BUFFERS: dict[tuple[int, str], np.ndarray] = {}
 
 
-def supervised_counts(ids: np.ndarray, mask: np.ndarray, limit: int) -> dict[str, np.ndarray]:
-    """:func:`sparse_counts` of ``ids[mask]``, counted in one compiled pass into a dense buffer.
-
-    Falls back to numpy when the id range is too large for a dense array (no tokenizer,
-    so no vocabulary size to bound it). A shard's worker counts inside its one token
-    pass instead (``engine.ShardWork.token_pass``), into the same buffer.
-    """
-    buf = count_buffer(limit, len(ids))
-    if buf is None:
-        return sparse_counts(ids[mask], limit)
-    from ..kernels import supervised_id_counts
-
-    supervised_id_counts(np.ascontiguousarray(ids), np.ascontiguousarray(mask), limit, buf)
-    return drained(buf)
-
-
 def count_buffer(limit: int, n: int) -> np.ndarray | None:
-    """This process's zeroed dense count buffer for ids below ``limit`` (None above DENSE_COUNT_LIMIT);
-    int32 while ``n`` tokens cannot overflow it. :func:`drained` leaves it zeroed again."""
+    """This process's zeroed dense count buffer for ids below ``limit`` (None above DENSE_COUNT_LIMIT:
+    no tokenizer bounds the ids, and :func:`sparse_counts` counts them); int32 while ``n`` tokens
+    cannot overflow it. A shard's token pass (``engine.token_pass``) counts into it, and
+    :func:`drained` leaves it zeroed again."""
     if limit > DENSE_COUNT_LIMIT:
         return None
     dtype = np.dtype(np.int32 if n < 2**31 else np.int64)
