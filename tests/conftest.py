@@ -9,22 +9,15 @@ import pytest
 # run, dropping what the inner run imported first (a dataset run derives a template profile with
 # transformers on a cold cache; token_freq.pt loads torch), and importing torch or a Rust extension a
 # second time in one process corrupts memory ("bad call flags", then a segfault in the GC).
-# numba registers its types once per process: its modules must survive too, and a first kernel
-# call loads the rest of them (a re-import raises "duplicate registration").
-import numpy as np
 import tokenizers  # noqa: F401
 import torch  # noqa: F401
 import transformers  # noqa: F401
-
-from drafter_contracts import kernels
 
 from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
 from drafter_contracts.spans.chatml import ChatMLProfile
 from drafter_contracts.vocab import Vocabulary, load_vocabulary
 
 FIXTURE_ROWS = 2000
-
-kernels.prefix_count(np.zeros(1, np.uint8), np.zeros(2, np.int32))
 
 
 @pytest.fixture(scope="session")

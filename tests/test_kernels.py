@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -94,21 +95,49 @@ def test_reply_lengths_equal_the_windowed_numpy(data):
     np.testing.assert_array_equal(got, content.reply_lengths_reference(view, labels, tables, t_start, t_end, cap))
 
 
-_CONTROLLER = """
-import sys, pytest
-rc = pytest.main(sys.argv[1:])
-print("numba loaded:", "numba" in sys.modules, "exit", rc)
-"""
+def test_kernels_refuse_arrays_c_would_misread():
+    """C trusts its pointers: a wrong dtype, a strided array or a short output is a Python error, not
+    memory read or written out of bounds."""
+    ids = np.arange(10, dtype=np.int32)
+    out = np.zeros(11, np.int32)
+    with pytest.raises(TypeError, match="flags: expected a contiguous"):
+        kernels.prefix_count(np.zeros(10, np.int16), out)
+    with pytest.raises(TypeError, match="not contiguous"):
+        kernels.prefix_count(np.zeros(20, bool)[::2], out)
+    with pytest.raises(ValueError, match="out has 5 elements for 10 flags"):
+        kernels.prefix_count(np.zeros(10, bool), np.zeros(5, np.int32))
+    with pytest.raises(ValueError, match="offsets"):
+        kernels.row_hash_sums(ids, np.zeros(10, bool), True, np.array([0, 11], np.int64), 3, np.zeros(1, np.uint64))
+    with pytest.raises(TypeError, match="ids: expected integers"):
+        kernels.row_hash_sums(ids.astype(float), np.zeros(10, bool), True, np.array([0, 10], np.int64), 3,
+                              np.zeros(1, np.uint64))
+    with pytest.raises(ValueError, match="run beyond the prefix"):
+        kernels.run_totals(np.zeros(1, np.uint8), np.array([0], np.int64), np.array([12], np.int64), out, True,
+                           np.zeros(13, np.int64), np.zeros(13, np.int64))
 
 
-def test_xdist_controller_never_loads_numba(clean_dataset, tmp_path):
-    """Workers label shards with the kernels; the controller, which only decodes a few rows for the
-    summary (a warning's excerpt here), must not pay numba's import and kernel loading."""
-    import subprocess
-    import sys
+def test_ids_of_any_integer_dtype_hash_as_their_int64_bits():
+    """uint32/uint16/int16 ids are widened to int64 before C reads them: the same sums as the
+    same values given as int64 (uint64 ids as their bits, as numpy's cast)."""
+    vals = np.array([0, 1, 7, 65535, 40000, 3, 2, 9, 11], dtype=np.int64)
+    mask = np.array([1, 0, 1, 1, 0, 0, 1, 1, 0], bool)
+    offsets = np.array([0, 2, 9], np.int64)
+    want = np.zeros(2, np.uint64)
+    kernels.row_hash_sums(vals, mask, True, offsets, 5, want)
+    for dtype in (np.uint16, np.uint32, np.uint64, np.int32):
+        got = np.zeros(2, np.uint64)
+        kernels.row_hash_sums(vals.astype(dtype), mask, True, offsets, 5, got)
+        np.testing.assert_array_equal(got, want)
 
-    out = subprocess.run([sys.executable, "-c", _CONTROLLER, f"--dataset-path={clean_dataset}", "-n", "2", "-q",
-                          "-p", "no:cacheprovider", f"--report-dir={tmp_path}", "--expected-count=2000"],
-                         capture_output=True, text=True, cwd=tmp_path)
-    assert "WARN " in out.stdout  # the summary decoded at least one row at the controller
-    assert "numba loaded: False exit 0" in out.stdout, out.stdout[-2000:]
+
+def test_a_package_without_its_built_kernels_is_a_usage_error(monkeypatch):
+    """A source tree nobody built (no pip install) says what to do in one line, no traceback."""
+    from drafter_contracts.errors import UsageProblem
+
+    kernels._lib.cache_clear()
+    monkeypatch.setattr(kernels, "library_path", lambda: None)
+    try:
+        with pytest.raises(UsageProblem, match=r"were not built; reinstall with 'pip install -e \.'"):
+            kernels.load()
+    finally:
+        kernels._lib.cache_clear()

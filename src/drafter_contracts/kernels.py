@@ -1,4 +1,4 @@
-"""Compiled per-token loops over a shard's flattened Arrow buffers (numba).
+"""Compiled per-token loops over a shard's flattened Arrow buffers (``_kernels.c``).
 
 Most of the per-shard work is numpy over the flat ``values`` + ``offsets`` of a
 shard. A few steps are a state machine or a scatter-add that numpy can only
@@ -7,288 +7,250 @@ calls over its events); here each is one compiled pass over the same buffers,
 with no Python loop per row or per token. Every kernel has a numpy formulation
 elsewhere in the package that the tests hold it to, bit for bit.
 
-This module is imported on first use, so a process that checks no shard (the
-pytest-xdist controller) never loads numba. Compiled code is cached on disk next
-to this file, or in numba's per-user cache when the package directory is read-only.
+Why C compiled at install time rather than a JIT: the loops were numba functions
+until session 6, and every pytest-xdist worker paid ~0.5 s to import numba and
+load its cached machine code before its first shard, the largest fixed cost a
+worker had. A shared library opens in about a millisecond. It holds no Python
+object, so it is opened with ctypes and its build needs a C compiler only.
+
+Each wrapper below keeps the signature of the numba function it replaced:
+arguments are numpy arrays (outputs filled in place) and plain ints. The
+wrappers check dtypes and contiguity, because C trusts its pointers, and pick
+the int32 or int64 variant; ids of any other integer dtype are widened to int64,
+which is exact (the loops read ids as int64 or, for hashing, as their uint64 bits).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import ctypes
+import importlib.machinery
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-from numba import njit
 
+from .errors import UsageProblem
 
-def _jit(fn: Callable) -> Callable:
-    """``njit`` with an on-disk cache where one can be written, without one otherwise."""
-    try:
-        return njit(cache=True, nogil=True, boundscheck=False)(fn)
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return njit(nogil=True, boundscheck=False)(fn)
-
-
-# Role and TurnProblem codes as plain ints (numba compiles them as constants); spans/labels.py
-# holds the enums and tests/test_kernels.py checks that these mirror them.
+# Role and TurnProblem codes as the C file spells them; spans/labels.py holds the enums and
+# tests/test_kernels.py checks that these mirror them.
 OUTSIDE, HEADER, ASSISTANT, REASONING, TOOL_CALL = 0, 1, 5, 6, 7
 ASSISTANT_END, END, AFTER_ASSISTANT_END, INJECTED, UNKNOWN_ROLE = 8, 9, 10, 11, 12
 NO_LEADING_HEADER, HEADER_IN_OPEN_TURN, STRAY_END, UNKNOWN_ROLE_PROBLEM = 1, 2, 3, 4
 MALFORMED_HEADER, TEXT_OUTSIDE_TURN, UNCLOSED_TURN = 5, 6, 7
 
+ABI_VERSION = 1
+_P, _I64, _I32, _U64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64
 
-@_jit
-def label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, think_open, think_close, has_think,
-                 call_open, call_close, has_call, max_len, lowest, role, boundary, problem,
-                 run_start):  # pragma: no cover (compiled)
+#: argument types per exported function family (the _i32/_i64, _p32/_p64, _c32/_c64 variants share them)
+_SIGNATURES: dict[str, tuple[Any, tuple]] = {
+    "label_chatml": (_I64, (_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _I64, _I64, _I64, _I32, _I64, _I64, _I32,
+                            _I64, _I64, _P, _P, _P, _P)),
+    "drain_counts": (_I64, (_P, _I64, _P, _P)),
+    "prefix_count": (None, (_P, _I64, _P)),
+    "row_hash_sums": (None, (_P, _P, _I32, _P, _I64, _U64, _P)),
+    "token_pass": (None, (_P, _P, _P, _I64, _U64, _I64, _P, _P, _P)),
+    "reply_lengths": (None, (_P, _P, _P, _P, _P, _I64, _P, _I64, _P, _P, _I64, _I64, _P)),
+    "run_totals": (None, (_P, _P, _P, _I64, _P, _I32, _P, _P)),
+}
+_VARIANTS = {
+    "label_chatml": ("i32", "i64"), "drain_counts": ("c32", "c64"), "prefix_count": ("p32", "p64"),
+    "row_hash_sums": ("i32", "i64"), "token_pass": ("i32_p32", "i64_p32", "i32_p64", "i64_p64"),
+    "reply_lengths": ("i32", "i64"), "run_totals": ("p32", "p64"),
+}
+
+
+def library_path() -> Path | None:
+    """The built ``_kernels`` shared library in the package folder, or None when it was never built."""
+    here = Path(__file__).parent
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = here / f"_kernels{suffix}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@lru_cache(maxsize=1)
+def _lib() -> dict[str, Any]:
+    """Open the library once per process and type every function it exports."""
+    path = library_path()
+    if path is None:
+        raise UsageProblem(f"{Path(__file__).parent}: the compiled kernels (_kernels.c) were not built; "
+                           "reinstall with 'pip install -e .' (or 'pip install .') on a machine with a C compiler")
+    try:
+        lib = ctypes.CDLL(str(path))
+        version = lib.dc_abi_version()
+    except (OSError, AttributeError) as exc:
+        raise UsageProblem(f"{path}: cannot load the compiled kernels ({exc}); reinstall the package with "
+                           "'pip install -e .' on this machine") from None
+    if version != ABI_VERSION:
+        raise UsageProblem(f"{path}: compiled kernels are version {version}, this code needs {ABI_VERSION}; "
+                           "rebuild them with 'pip install -e .'")
+    out: dict[str, Any] = {}
+    for family, (restype, argtypes) in _SIGNATURES.items():
+        for variant in _VARIANTS[family]:
+            fn = getattr(lib, f"dc_{family}_{variant}")
+            fn.restype, fn.argtypes = restype, argtypes
+            out[f"{family}_{variant}"] = fn
+    return out
+
+
+def load() -> Path:
+    """Open the library now (a usage error, not a test error, when it is missing); returns its path."""
+    _lib()
+    path = library_path()
+    assert path is not None
+    return path
+
+
+def _ptr(a: np.ndarray, dtypes: tuple[type, ...], name: str, writable: bool = False) -> int:
+    """The data pointer of a C-contiguous array of one of ``dtypes`` (bool counts as uint8)."""
+    if not isinstance(a, np.ndarray) or a.dtype.type not in dtypes or not a.flags.c_contiguous:
+        got = f"{a.dtype}{'' if a.flags.c_contiguous else ', not contiguous'}" if isinstance(a, np.ndarray) else type(a).__name__
+        raise TypeError(f"{name}: expected a contiguous {'/'.join(d.__name__ for d in dtypes)} array, got {got}")
+    if writable and not a.flags.writeable:
+        raise ValueError(f"{name}: the output array is read-only")
+    return a.ctypes.data
+
+
+def _ids(ids: np.ndarray) -> tuple[np.ndarray, str]:
+    """ids as int32 or int64 (other integer dtypes widened to int64, wrapping as numpy's cast does)."""
+    if ids.dtype == np.int32 or ids.dtype == np.int64:
+        return np.ascontiguousarray(ids), "i32" if ids.dtype == np.int32 else "i64"
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(f"ids: expected integers, got {ids.dtype}")
+    return ids.astype(np.int64), "i64"
+
+
+def _width(a: np.ndarray, name: str, kind: str) -> str:
+    if a.dtype == np.int32:
+        return f"{kind}32"
+    if a.dtype == np.int64:
+        return f"{kind}64"
+    raise TypeError(f"{name}: expected int32 or int64, got {a.dtype}")
+
+
+_FLAGS = (np.bool_, np.uint8)
+
+
+def label_chatml(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, newline: int, role_of_id: np.ndarray,
+                 newline_lead: np.ndarray, think_open: int, think_close: int, has_think: bool, call_open: int,
+                 call_close: int, has_call: bool, max_len: int, lowest: int, role: np.ndarray, boundary: np.ndarray,
+                 problem: np.ndarray, run_start: np.ndarray) -> int:
     """Fill ``role``/``boundary``/``problem`` for every token of ``ids`` split into rows by ``offsets``,
     and return k: ``run_start[:k]`` are the first positions of the role runs that
-    ``checks.content.role_runs`` would find (a new run at each role change and row start),
-    noted while the roles are written instead of in another pass over them.
+    ``checks.content.role_runs`` would find (a new run at each role change and row start).
 
-    The rules are those of ``spans.chatml.label_reference`` read token by token, with
-    one shortcut: a run of ordinary tokens (ids below ``lowest``, the smallest marker
-    id, away from the positions a rule singles out) shares one role and problem and
-    is filled as a slice, so the inner loop is a scan for the next marker.
+    The rules are those of ``spans.chatml.label_reference`` read token by token; a run of
+    ordinary tokens (ids below ``lowest``, the smallest marker id, away from the positions a
+    rule singles out) shares one role and problem and is written as a block.
     """
-    n_roles = len(role_of_id)
-    clip_hi = min(len(role_of_id), len(newline_lead)) - 1
-    k_runs = 0
-    for r in range(len(offsets) - 1):
-        a = offsets[r]
-        b = offsets[r + 1]
-        last_s = -1  # last opener, end marker, <think>, </think>, <tool_call>, </tool_call> of the row
-        last_e = -1
-        lto = -1
-        ltc = -1
-        lco = -1
-        lcc = -1
-        turn_role = OUTSIDE
-        current = -1  # the role of the run open at p (none at a row start)
-        p = a
-        while p < b:
-            t = ids[p]
-            if t < lowest and p != a and p != b - 1:
-                in_turn = last_s >= 0
-                closed = last_e >= last_s
-                if not (in_turn and ((not closed and p - last_s <= 2) or (closed and p == last_e + 1))):
-                    q = p + 1
-                    while q < b - 1 and ids[q] < lowest:
-                        q += 1
-                    rl = OUTSIDE
-                    pb = 0
-                    if in_turn:
-                        if closed:
-                            pb = TEXT_OUTSIDE_TURN
-                        else:
-                            rl = turn_role
-                            if rl == ASSISTANT:
-                                if has_think and lto > last_s and lto > ltc:
-                                    rl = REASONING
-                                if has_call and lco > last_s and lco > lcc:
-                                    rl = TOOL_CALL
-                    if rl != current:
-                        run_start[k_runs] = p
-                        k_runs += 1
-                        current = rl
-                    role[p:q] = rl
-                    boundary[p:q] = False
-                    problem[p:q] = pb
-                    p = q
-                    continue
-            is_s = t == start
-            is_e = t == end
-            open_before = last_s > last_e  # the row's previous opener/end marker is an opener
-            prob = 0
-            if is_s:
-                if open_before:
-                    prob = HEADER_IN_OPEN_TURN
-                tr = UNKNOWN_ROLE
-                if p + 1 < b:
-                    nt = ids[p + 1]
-                    if nt != start and nt != end:
-                        tr = role_of_id[min(max(nt, 0), n_roles - 1)]
-                turn_role = INJECTED if open_before else tr
-                last_s = p
-            elif is_e:
-                if not open_before:
-                    prob = STRAY_END
-                last_e = p
-            if has_think:
-                if t == think_open:
-                    lto = p
-                elif t == think_close:
-                    ltc = p
-            if has_call:
-                if t == call_open:
-                    lco = p
-                elif t == call_close:
-                    lcc = p
-            if p > a and ids[p - 1] == start:  # the role token of a header
-                if is_e:
-                    prob = MALFORMED_HEADER
-                elif not is_s and role_of_id[min(max(t, 0), n_roles - 1)] == UNKNOWN_ROLE:
-                    prob = UNKNOWN_ROLE_PROBLEM
-            rl = OUTSIDE
-            bd = False
-            open_tok = False
-            if last_s >= 0:
-                if last_e >= last_s:  # the turn is closed
-                    if is_e:
-                        if open_before:
-                            rl = ASSISTANT_END if turn_role == ASSISTANT else END
-                    elif p == last_e + 1 and t == newline:
-                        if turn_role == ASSISTANT:
-                            rl = AFTER_ASSISTANT_END
-                    elif prob == 0:
-                        prob = TEXT_OUTSIDE_TURN
-                else:
-                    open_tok = True
-                    k = p - last_s
-                    if k <= 1:
-                        rl = HEADER
-                    elif k == 2:
-                        nl_ok = newline_lead[min(max(t, 0), clip_hi)]
-                        if t == newline:
-                            rl = HEADER
-                        else:
-                            rl = turn_role
-                            bd = nl_ok
-                        if not nl_ok and turn_role != INJECTED and prob == 0:
-                            prob = MALFORMED_HEADER
-                    else:
-                        rl = turn_role
-                    if rl == ASSISTANT and not bd:
-                        sub = ASSISTANT
-                        if has_think and lto > last_s and (lto > ltc or t == think_close):
-                            sub = REASONING
-                        if has_call and lco > last_s and (lco > lcc or t == call_close):
-                            sub = TOOL_CALL
-                        rl = sub
-            if p == a and not is_s:
-                prob = NO_LEADING_HEADER
-            if p == b - 1 and open_tok and b - a < max_len and prob == 0:
-                prob = UNCLOSED_TURN
-            if rl != current:
-                run_start[k_runs] = p
-                k_runs += 1
-                current = rl
-            role[p] = rl
-            boundary[p] = bd
-            problem[p] = prob
-            p += 1
-    return k_runs
+    ids, kind = _ids(ids)
+    n = len(ids)
+    for name, arr in (("role", role), ("boundary", boundary), ("problem", problem), ("run_start", run_start)):
+        if len(arr) < n:
+            raise ValueError(f"{name}: {len(arr)} elements for {n} tokens")
+    _check_offsets(offsets, n)
+    return int(_lib()[f"label_chatml_{kind}"](
+        _ptr(ids, (np.int32, np.int64), "ids"), _ptr(offsets, (np.int64,), "offsets"), len(offsets) - 1,
+        int(start), int(end), int(newline), _ptr(role_of_id, (np.uint8,), "role_of_id"), len(role_of_id),
+        _ptr(newline_lead, _FLAGS, "newline_lead"), len(newline_lead), int(think_open), int(think_close),
+        int(bool(has_think)), int(call_open), int(call_close), int(bool(has_call)), int(max_len), int(lowest),
+        _ptr(role, (np.uint8,), "role", True), _ptr(boundary, _FLAGS, "boundary", True),
+        _ptr(problem, (np.uint8,), "problem", True), _ptr(run_start, (np.int64,), "run_start", True)))
 
 
-@_jit
-def drain_counts(counts, ids_out, counts_out):  # pragma: no cover (compiled)
+def _check_offsets(offsets: np.ndarray, n: int) -> None:
+    """Offsets the loops may trust: int64, at least one, inside [0, n] (non-decreasing is the caller's)."""
+    if len(offsets) == 0 or (len(offsets) > 1 and (offsets[0] < 0 or offsets[-1] > n)):
+        raise ValueError(f"offsets: must start at or after 0 and end at or before {n}")
+
+
+def drain_counts(counts: np.ndarray, ids_out: np.ndarray, counts_out: np.ndarray) -> int:
     """Move the non-zero entries of ``counts`` (in id order) to the sparse outputs, zeroing them:
     the dense array is a per-process buffer, clean again for the next shard."""
-    k = 0
-    for i in range(len(counts)):
-        c = counts[i]
-        if c != 0:
-            ids_out[k] = i
-            counts_out[k] = c
-            counts[i] = 0
-            k += 1
+    if len(ids_out) < np.count_nonzero(counts) or len(counts_out) < len(ids_out):
+        raise ValueError("drain_counts: the outputs are shorter than the non-zero counts")
+    kind = _width(counts, "counts", "c")
+    return int(_lib()[f"drain_counts_{kind}"](_ptr(counts, (np.int32, np.int64), "counts", True), len(counts),
+                                             _ptr(ids_out, (np.int32,), "ids_out", True),
+                                             _ptr(counts_out, (np.int64,), "counts_out", True)))
 
 
-@_jit
-def prefix_count(flags, out):  # pragma: no cover (compiled)
+def prefix_count(flags: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = true values among ``flags[:i]`` (``out`` has one more element than ``flags``)."""
-    s = 0
-    out[0] = 0
-    for i in range(len(flags)):
-        s += flags[i]
-        out[i + 1] = s
+    if len(out) != len(flags) + 1:
+        raise ValueError(f"prefix_count: out has {len(out)} elements for {len(flags)} flags")
+    _lib()[f"prefix_count_{_width(out, 'out', 'p')}"](_ptr(flags, _FLAGS, "flags"), len(flags),
+                                                      _ptr(out, (np.int32, np.int64), "out", True))
 
 
-@_jit
-def row_hash_sums(ids, mask, has_mask, offsets, r, out):  # pragma: no cover (compiled)
-    """``out[i] = sum_j (2 id_j + mask_j) r^j  (mod 2^64)`` over the positions j of row i.
+def row_hash_sums(ids: np.ndarray, mask: np.ndarray, has_mask: bool, offsets: np.ndarray, r: int,
+                  out: np.ndarray) -> None:
+    """``out[i] = sum_j (2 id_j + mask_j) r^j  (mod 2^64)`` over the positions j of row i
+    (ids taken as their uint64 bits, as numpy's unsafe cast does)."""
+    ids, kind = _ids(ids)
+    _check_offsets(offsets, len(ids))
+    if has_mask and len(mask) < len(ids):
+        raise ValueError("row_hash_sums: the mask is shorter than the ids")
+    if len(out) < len(offsets) - 1:
+        raise ValueError("row_hash_sums: out is shorter than the rows")
+    _lib()[f"row_hash_sums_{kind}"](_ptr(ids, (np.int32, np.int64), "ids"), _ptr(mask, _FLAGS, "mask"), int(bool(has_mask)),
+                                    _ptr(offsets, (np.int64,), "offsets"), len(offsets) - 1, int(r),
+                                    _ptr(out, (np.uint64,), "out", True))
 
-    A running power of ``r`` per row. All arithmetic is uint64 (numba would take mixed
-    int64/uint64 through float64); ids wrap as numpy's unsafe cast does. (Horner's rule
-    in four or eight interleaved lanes measured no faster.)
+
+def token_pass(ids: np.ndarray, mask: np.ndarray, offsets: np.ndarray, r: int, limit: int, prefix: np.ndarray,
+               counts: np.ndarray, sums: np.ndarray) -> None:
+    """:func:`prefix_count`, the supervised-id counts (``counts[t] += 1`` for each supervised ``t``
+    in ``[0, limit)``: ``bincount(ids[mask])`` without materialising ``ids[mask]``; other ids are
+    ids_known's) and :func:`row_hash_sums` (with a mask) in one pass. Apart, each read the shard's
+    ids and mask again. ``offsets`` must run from 0 to ``len(ids)``; ``prefix`` and ``counts``
+    share one width, int32 for shards under 2**31 tokens.
     """
-    two = np.uint64(2)
-    one = np.uint64(1)
-    for row in range(len(offsets) - 1):
-        h = np.uint64(0)
-        p = one
-        if has_mask:
-            for j in range(offsets[row], offsets[row + 1]):
-                h += (two * np.uint64(ids[j]) + np.uint64(mask[j])) * p
-                p *= r
-        else:
-            for j in range(offsets[row], offsets[row + 1]):
-                h += two * np.uint64(ids[j]) * p
-                p *= r
-        out[row] = h
+    ids, kind = _ids(ids)
+    n = len(ids)
+    if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != n or len(mask) != n or len(prefix) != n + 1:
+        raise ValueError("token_pass: offsets must run from 0 to len(ids), with a mask of len(ids) and a prefix of one more")
+    if len(sums) < len(offsets) - 1 or len(counts) < limit or prefix.dtype != counts.dtype:
+        raise ValueError("token_pass: sums shorter than the rows, counts shorter than limit, or prefix and counts of two widths")
+    _lib()[f"token_pass_{kind}_{_width(prefix, 'prefix', 'p')}"](
+        _ptr(ids, (np.int32, np.int64), "ids"), _ptr(mask, _FLAGS, "mask"), _ptr(offsets, (np.int64,), "offsets"),
+        len(offsets) - 1, int(r), int(limit), _ptr(prefix, (np.int32, np.int64), "prefix", True),
+        _ptr(counts, (np.int32, np.int64), "counts", True), _ptr(sums, (np.uint64,), "sums", True))
 
 
-@_jit
-def token_pass(ids, mask, offsets, r, limit, prefix, counts, sums):  # pragma: no cover (compiled)
-    """:func:`prefix_count`, the supervised-id counts (``counts[t] += 1`` for each supervised
-    ``t`` in ``[0, limit)``: ``bincount(ids[mask])`` without materialising ``ids[mask]``; other
-    ids are ids_known's) and :func:`row_hash_sums` (with a mask) in one pass. Apart, each read
-    the shard's ids and mask again; together they are the stats' and the duplicate search's
-    share of every token. ``offsets`` must run from 0 to ``len(ids)``.
-    """
-    two = np.uint64(2)
-    one = np.uint64(1)
-    s = 0
-    prefix[0] = 0
-    for row in range(len(offsets) - 1):
-        h = np.uint64(0)
-        p = one
-        for j in range(offsets[row], offsets[row + 1]):
-            t = ids[j]
-            m = mask[j]
-            s += m
-            prefix[j + 1] = s
-            h += (two * np.uint64(t) + np.uint64(m)) * p
-            p *= r
-            if m:
-                if t >= 0 and t < limit:
-                    counts[t] += 1
-        sums[row] = h
-
-
-@_jit
-def reply_lengths(ids, role, boundary, is_part, blank, markers, t_start, t_end, cap, out):  # pragma: no cover (compiled)
+def reply_lengths(ids: np.ndarray, role: np.ndarray, boundary: np.ndarray, is_part: np.ndarray, blank: np.ndarray,
+                  markers: np.ndarray, t_start: np.ndarray, t_end: np.ndarray, cap: int, out: np.ndarray) -> None:
     """``out[i]``: reply-text tokens in [t_start[i], t_end[i]), exact up to ``cap``, else ``cap + 1``.
 
     A text token has a role in ``is_part``, is no boundary token, no ``blank`` id (ids
     clipped into the table, as numpy's ``take(mode="clip")``) and no marker. Each turn is
     read only until its count passes ``cap``: a normal reply stops after a few tokens.
     """
-    hi = len(blank) - 1
-    for i in range(len(t_start)):
-        c = 0
-        for p in range(t_start[i], t_end[i]):
-            if not is_part[role[p]] or boundary[p]:
-                continue
-            t = ids[p]
-            if blank[min(max(t, 0), hi)]:
-                continue
-            marker = False
-            for k in range(len(markers)):
-                if t == markers[k]:
-                    marker = True
-            if marker:
-                continue
-            c += 1
-            if c > cap:
-                break
-        out[i] = c
+    ids, kind = _ids(ids)
+    n_turns = len(t_start)
+    if len(t_end) != n_turns or len(out) < n_turns or len(is_part) < 256 or not len(blank):
+        raise ValueError("reply_lengths: t_end/out shorter than t_start, is_part under 256 codes, or an empty blank table")
+    if n_turns and (t_start.min() < 0 or t_end.max() > min(len(ids), len(role), len(boundary))):
+        raise ValueError("reply_lengths: a turn reaches past the ids")
+    _lib()[f"reply_lengths_{kind}"](
+        _ptr(ids, (np.int32, np.int64), "ids"), _ptr(role, (np.uint8,), "role"), _ptr(boundary, _FLAGS, "boundary"),
+        _ptr(is_part, _FLAGS, "is_part"), _ptr(blank, _FLAGS, "blank"), len(blank),
+        _ptr(markers, (np.int64,), "markers"), len(markers), _ptr(t_start, (np.int64,), "t_start"),
+        _ptr(t_end, (np.int64,), "t_end"), n_turns, int(cap), _ptr(out, (np.int64,), "out", True))
 
 
-@_jit
-def run_totals(role, start, end, prefix, has_prefix, counts, sums):  # pragma: no cover (compiled)
+def run_totals(role: np.ndarray, start: np.ndarray, end: np.ndarray, prefix: np.ndarray, has_prefix: bool,
+               counts: np.ndarray, sums: np.ndarray) -> None:
     """Per code: the length of its runs [start, end) and, with a prefix sum, the flags under them."""
-    for k in range(len(role)):
-        c = role[k]
-        counts[c] += end[k] - start[k]
-        if has_prefix:
-            sums[c] += prefix[end[k]] - prefix[start[k]]
+    n = len(role)
+    if len(start) != n or len(end) != n:
+        raise ValueError("run_totals: role, start and end differ in length")
+    if n and (int(role.max()) >= min(len(counts), len(sums))
+              or (has_prefix and (start.min() < 0 or end.max() >= len(prefix)))):
+        raise ValueError("run_totals: a code beyond counts/sums, or a run beyond the prefix")
+    _lib()[f"run_totals_{_width(prefix, 'prefix', 'p')}"](
+        _ptr(role, (np.uint8,), "role"), _ptr(start, (np.int64,), "start"), _ptr(end, (np.int64,), "end"), n,
+        _ptr(prefix, (np.int32, np.int64), "prefix"), int(bool(has_prefix)),
+        _ptr(counts, (np.int64,), "counts", True), _ptr(sums, (np.int64,), "sums", True))

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from . import kernels
 from .allocator import keep_freed_memory
 from .config import load_contract, parse_mask_overrides, resolve_contract_path
 from .dataset import Shard, open_dataset, parse_split
@@ -112,6 +113,7 @@ def build_engine(config: pytest.Config) -> Engine:
         raise UsageProblem(f"--report-dir {report_dir}: is inside the dataset folder; the dataset is read-only, choose another folder")
     engine = Engine(dataset, contract, vocab, split=split)
     keep_freed_memory()  # shard after shard reuses the same pages (allocator.py)
+    kernels.load()  # an unbuilt package is a usage error now, not an error in every shard's test
     token_freq = config.getoption("token_freq")
     if token_freq:
         engine.token_freq_path = Path(token_freq).expanduser()

@@ -164,7 +164,7 @@ def _reply_lengths(view: RowView, labels: Labels, tables: ReplyTables, t_start: 
     if not len(t_start):
         return out
     ids = view.ids
-    if ids.dtype == np.uint64:  # numba would mix uint64 with signed ints through float64; exact for the lookups
+    if ids.dtype == np.uint64:  # huge ids read as int64 would turn negative; clipped, exact for the lookups
         ids = np.minimum(ids, np.uint64(np.iinfo(np.int64).max)).astype(np.int64)
     reply_lengths(np.ascontiguousarray(ids), labels.role, labels.boundary, _IS_PART, tables.blank,
                   tables.markers.astype(np.int64), t_start.astype(np.int64), t_end.astype(np.int64), cap, out)

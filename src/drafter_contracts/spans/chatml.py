@@ -78,7 +78,7 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
     """
     if isinstance(profile, CompiledProfile):
         return generic.label(ids, offsets, profile, max_len)
-    from ..kernels import label_chatml  # numba loads only in processes that label
+    from ..kernels import label_chatml
 
     n = len(ids)
     role = np.empty(n, dtype=np.uint8)
@@ -89,7 +89,7 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
     think = profile.think or (profile.start, profile.start)
     call = profile.tool_call or (profile.start, profile.start)
     lowest = min(profile.start, profile.end, *(profile.think or ()), *(profile.tool_call or ()))
-    if ids.dtype == np.uint64:  # numba would mix uint64 with signed ints through float64
+    if ids.dtype == np.uint64:  # huge ids read as int64 would turn negative
         # Exact for the rules: markers are small ids, and lookups clip every huge id alike.
         ids = np.minimum(ids, np.uint64(np.iinfo(np.int64).max)).astype(np.int64)
     ids = np.ascontiguousarray(ids)
@@ -102,15 +102,8 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
 
 
 def label_row(ids: np.ndarray, profile: "ChatMLProfile | CompiledProfile", max_len: int) -> Labels:
-    """Labels of one row for a report or a failure message, in whatever process asks.
-
-    The pytest-xdist controller decodes a few rows at the end of a run; the numpy
-    formulation (same labels) spares it importing numba and loading the kernels (~0.8 s).
-    """
-    offsets = np.array([0, len(ids)], dtype=np.int64)
-    if isinstance(profile, ChatMLProfile):
-        return label_reference(ids, offsets, profile, max_len)
-    return label(ids, offsets, profile, max_len)
+    """Labels of one row for a report or a failure message, in whatever process asks."""
+    return label(ids, np.array([0, len(ids)], dtype=np.int64), profile, max_len)
 
 
 def label_reference(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile", max_len: int) -> Labels:
