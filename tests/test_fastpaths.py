@@ -40,5 +40,8 @@ def test_prefix_sum_figures_equal_per_row_loop(rows, block):
     offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
     view = RowView(np.zeros(len(mask), np.int32), mask, offsets, np.arange(len(rows)), None)
     assert view.supervised_per_row.tolist() == [sum(r) for r in rows]
-    assert content._first_supervised(view).tolist() == [r.index(True) if any(r) else -1 for r in rows]
+    want_first = [r.index(True) if any(r) else -1 for r in rows]
+    assert content._first_supervised(view).tolist() == want_first
+    some = np.arange(len(rows))[::2]  # a subset of rows, as check_dflash_anchors asks for its flagged ones
+    assert content._first_supervised(view, some).tolist() == [want_first[i] for i in some]
     assert content.anchor_counts(view, block).tolist() == [sum(r[:max(0, len(r) - block)]) for r in rows]
