@@ -49,6 +49,10 @@ def test_merged_counts_sum_exactly_across_parts_and_list_inputs():
     ids, counts = merged_counts([{"supervised_id_counts": a}, {"supervised_id_counts": b}])
     assert ids.tolist() == [1, 4, 9] and counts.tolist() == [12, 1, 2]
     assert merged_counts([{"supervised_id_counts": None}]) is None
+    # Ids out of order or repeated (not what a shard sends, but a hand-edited part may) still add up.
+    c = {"ids": [9, 1, 9], "counts": [1, 1, 1]}
+    ids, counts = merged_counts([{"supervised_id_counts": a}, {"supervised_id_counts": c}])
+    assert ids.tolist() == [1, 4, 9] and counts.tolist() == [3, 1, 2]
 
 
 def test_recorder_sums_id_counts_as_shards_arrive_and_once_per_shard():

@@ -145,12 +145,16 @@ class CountSum:
         if counts is None:
             self.missing = True
             return
-        ids = np.asarray(counts["ids"], dtype=np.int64)
+        ids, n = np.asarray(counts["ids"]), np.asarray(counts["counts"])
         if not len(ids):
             return
-        if int(ids.max()) >= len(self.total):
-            self.total = np.concatenate((self.total, np.zeros(int(ids.max()) + 1 - len(self.total), np.int64)))
-        np.add.at(self.total, ids, np.asarray(counts["counts"], dtype=np.int64))
+        top = int(ids.max())
+        if top >= len(self.total):
+            self.total = np.concatenate((self.total, np.zeros(top + 1 - len(self.total), np.int64)))
+        if len(ids) == 1 or bool((ids[1:] > ids[:-1]).all()):  # sparse counts: sorted, each id once
+            self.total[ids] += n  # a plain indexed add is exact without repeats, and ~10x cheaper than add.at
+        else:
+            np.add.at(self.total, ids, n.astype(np.int64, copy=False))
 
     def result(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Sorted (ids, counts); None when no part was added or one had no counts."""
