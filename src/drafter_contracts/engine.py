@@ -106,8 +106,8 @@ class ShardWork:
             # supervised prefix sum (run_counts; tests/test_speed_stats.py keeps the per-token pair count).
             counts, sup = run_counts(self.runs, self.view.supervised_prefix if mask is not None else None, len(Role))
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
-            # Boundary tokens are rare (~1 K a shard): find them once, read the mask only there.
-            at = np.flatnonzero(labels.boundary)
+            # Boundary tokens are rare (~1 K a shard): find them once (the mask checks share them), read the mask only there.
+            at = spans.boundary_positions(labels)
             out["boundary_tokens"] = len(at)
             if mask is not None:
                 out["boundary_supervised"] = int(np.count_nonzero(mask[at]))
@@ -272,10 +272,10 @@ class Engine:
             "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
             "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
             "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(
-                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None),
+                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None, w.runs),
             # mask policy: completeness (skips with its reason when the contract says completeness = "off")
             "mask_covers_assistant_spans": lambda: spans.check_mask_covers_assistant_spans(
-                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None),
+                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None, w.runs),
             "duplicate_rows": lambda: CheckResult("duplicate_rows", a.shard.id, rows_checked=len(w.view.rows),
                                                   report_only=not self.contract.content.strict),
             "placeholder_replies": lambda: content.check_placeholder_replies(w.view, a, w.labels, self.reply_tables,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..config import Contract, MaskPolicy
@@ -10,6 +12,9 @@ from ..results import CheckResult, first_per_row, row_result
 from ..spans.labels import ROLE_NAMES, TURN_PROBLEM_TEXT, Labels, Role
 from . import policy as policy_mod
 from .view import RowView
+
+if TYPE_CHECKING:
+    from .content import RoleRuns
 
 
 def _hits(flags: np.ndarray) -> np.ndarray:
@@ -56,6 +61,55 @@ def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
     return bad
 
 
+def boundary_positions(labels: Labels) -> np.ndarray:
+    """Flat positions of the header/content boundary tokens (~1 K a shard), found once per shard's labels."""
+    cached = labels.__dict__.get("_boundary_at")
+    if cached is None:
+        cached = labels.__dict__["_boundary_at"] = np.flatnonzero(labels.boundary)
+    return cached
+
+
+def _run_level_policy(policy: MaskPolicy) -> np.ndarray | None:
+    """``allowed[role]`` when role alone decides what may and must be supervised, else None.
+
+    Split reasoning, ``turns``/``completeness = "last"`` (:func:`policy.needs_turns`) and
+    context openers depend on where a token sits, not only on its role.
+    """
+    if policy_mod.needs_turns(policy) or policy.reasoning_opener == "context":
+        return None
+    table = allowed_roles(policy)
+    return np.concatenate((table, np.zeros(256 - len(table), dtype=bool)))
+
+
+def clean_by_runs(view: RowView, labels: Labels, runs: RoleRuns | None, policy: MaskPolicy, need: bool) -> bool:
+    """True when the shard certainly has no violation of the mask policy: forbidden supervision
+    (``need`` False) or missing supervision (``need`` True) counted per role run, not per token.
+
+    A shard's ~165 K role runs stand for its ~3.4 M tokens: each run's supervised tokens are
+    two reads of the shared prefix sum. Forbidden: the supervised tokens of runs whose role
+    the policy forbids (plus supervised boundary tokens under ``boundary_tokens = "strict"``).
+    Missing: over runs of allowed roles, tokens minus supervised tokens, less the unsupervised
+    boundary tokens in them (they are never required). A total of zero is exact; any other
+    total, or a policy that depends on more than the role, leaves the verdict to the per-token
+    pass, which names the rows. So this can only skip work, never change a result.
+    """
+    table = _run_level_policy(policy) if runs is not None and view.mask is not None else None
+    if table is None:
+        return False
+    prefix = view.supervised_prefix
+    sup = prefix[runs.end].astype(np.int64) - prefix[runs.start]
+    allowed = table[runs.role]
+    at = boundary_positions(labels)
+    if not need:
+        total = int(sup[~allowed].sum())
+        if policy.boundary_tokens == "strict":
+            total += int(np.count_nonzero(view.mask[at]))
+        return total == 0
+    gap = int((runs.end - runs.start - sup)[allowed].sum())
+    gap -= int(np.count_nonzero(table[labels.role[at]] & ~view.mask[at]))
+    return gap == 0
+
+
 # Reason codes beyond the Role values: supervision that is wrong because of the turn it is in.
 _EARLIER_TURN, _REASONING_FINAL, _REASONING_EARLIER, _BOUNDARY, _OPENER = 100, 101, 102, 103, 104
 
@@ -77,11 +131,17 @@ def _reason_text(policy: MaskPolicy) -> dict[int, str]:
 
 
 def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
-                                  newline_lead: np.ndarray | None = None) -> CheckResult:
-    """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them."""
+                                  newline_lead: np.ndarray | None = None, runs: RoleRuns | None = None) -> CheckResult:
+    """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them.
+
+    ``runs`` (the shard's role runs) lets a clean shard pass on per-run counts (:func:`clean_by_runs`).
+    """
     policy = contract.mask
-    bad = disallowed_supervision(view.mask, labels, policy, view.offsets, view.ids, newline_lead)
-    rows, first = first_per_row(_hits(bad), view.offsets)
+    if clean_by_runs(view, labels, runs, policy, need=False):
+        hits = np.zeros(0, dtype=np.intp)
+    else:
+        hits = _hits(disallowed_supervision(view.mask, labels, policy, view.offsets, view.ids, newline_lead))
+    rows, first = first_per_row(hits, view.offsets)
     at = view.offsets[rows] + first
     codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
     if len(rows):
@@ -116,17 +176,23 @@ _MISSING_TEXT = {
 
 
 def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
-                                      newline_lead: np.ndarray | None = None) -> CheckResult:
-    """Every token the policy makes eligible is supervised (``completeness`` = all | last)."""
+                                      newline_lead: np.ndarray | None = None, runs: RoleRuns | None = None) -> CheckResult:
+    """Every token the policy makes eligible is supervised (``completeness`` = all | last).
+
+    ``runs`` (the shard's role runs) lets a clean shard pass on per-run counts (:func:`clean_by_runs`).
+    """
     policy = contract.mask
     if policy.completeness == "off":
         return CheckResult("mask_covers_assistant_spans", a.shard.id, skipped=(
             "mask completeness not declared: set [mask] completeness = \"all\" or \"last\" in the contract, "
             "or --mask-policy completeness=all"))
-    turns = policy_mod.turns_of(labels, view.offsets) if policy_mod.needs_turns(policy) else None
-    need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len, newline_lead)
-    missing = np.greater(need, view.mask, out=need)  # need & ~mask, in place
-    rows, first = first_per_row(_hits(missing), view.offsets)
+    if clean_by_runs(view, labels, runs, policy, need=True):
+        hits = np.zeros(0, dtype=np.intp)
+    else:
+        turns = policy_mod.turns_of(labels, view.offsets) if policy_mod.needs_turns(policy) else None
+        need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len, newline_lead)
+        hits = _hits(np.greater(need, view.mask, out=need))  # need & ~mask, in place
+    rows, first = first_per_row(hits, view.offsets)
     at = view.offsets[rows] + first
     codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
     if len(rows):
