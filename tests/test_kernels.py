@@ -11,6 +11,8 @@ from hypothesis.extra import numpy as hnp
 from drafter_contracts import kernels
 from drafter_contracts.checks import content
 from drafter_contracts.checks.content import ReplyTables, row_hashes
+from drafter_contracts.checks.rows import check_ids_known
+from drafter_contracts.dataset import Shard, ShardArrays
 from drafter_contracts.checks.view import RowView, mask_prefix_reference
 from drafter_contracts.engine import profile_stats, token_pass
 from drafter_contracts.report import profile
@@ -40,7 +42,7 @@ def test_supervised_counts_equal_bincount(ids, rnd, dtype, limit):
     def one_row() -> RowView:
         return RowView(ids, mask, np.array([0, len(ids)], np.int64), np.arange(1), None)
 
-    got = token_pass(one_row(), limit)[0]  # the token pass's counts
+    got = token_pass(one_row(), limit).counts
     want = sparse_counts(ids[mask], limit)
     assert got["ids"].dtype == want["ids"].dtype and got["counts"].dtype == want["counts"].dtype
     np.testing.assert_array_equal(got["ids"], want["ids"])
@@ -54,8 +56,8 @@ def test_supervised_counts_equal_bincount(ids, rnd, dtype, limit):
 @given(st.lists(st.tuples(st.lists(st.integers(-3, 70), max_size=40), st.integers(0, 2**40 - 1)), max_size=8),
        st.sampled_from([np.int32, np.int64, np.uint32]), st.integers(1, 80))
 def test_token_pass_equals_the_three_passes(spec, dtype, limit):
-    """One pass gives the prefix sum, the supervised-id counts and the row hashes that their own
-    passes give (empty rows and corrupt ids included)."""
+    """One pass gives the prefix sum, the supervised-id counts, the row hashes and the out-of-range
+    ids that their own passes give (empty rows and corrupt ids included), and ids_known its verdict from it."""
     rows = [np.abs(r) if dtype == np.uint32 else r for r, _ in spec]
     ids = np.concatenate([np.asarray(r, np.int64) for r in rows] + [np.zeros(0, np.int64)]).astype(dtype)
     mask = np.concatenate([np.array([bits >> j & 1 for j in range(len(r))], bool) for r, (_, bits) in zip(rows, spec)]
@@ -66,7 +68,11 @@ def test_token_pass_equals_the_three_passes(spec, dtype, limit):
         return RowView(ids, mask, offsets, np.arange(len(rows)), None)
 
     fused = view()
-    counts, sums = token_pass(fused, limit)
+    counts, sums, outside = token_pass(fused, limit)
+    assert outside == int(((ids.astype(np.int64) < 0) | (ids.astype(np.int64) >= limit)).sum())
+    known = np.ones(limit, dtype=bool)
+    shard = ShardArrays(Shard(0, 0, len(rows)), None, None, None, None)
+    assert check_ids_known(fused, shard, known, outside).to_dict() == check_ids_known(view(), shard, known).to_dict()
     np.testing.assert_array_equal(fused.supervised_prefix, mask_prefix_reference(mask))
     want = sparse_counts(ids[mask], limit)
     np.testing.assert_array_equal(counts["ids"], want["ids"])

@@ -27,7 +27,7 @@ enum { OUTSIDE = 0, HEADER = 1, ASSISTANT = 5, REASONING = 6, TOOL_CALL = 7, ASS
 enum { NO_LEADING_HEADER = 1, HEADER_IN_OPEN_TURN = 2, STRAY_END = 3, UNKNOWN_ROLE_PROBLEM = 4,
        MALFORMED_HEADER = 5, TEXT_OUTSIDE_TURN = 6, UNCLOSED_TURN = 7 };
 
-DC_EXPORT int32_t dc_abi_version(void) { return 1; }
+DC_EXPORT int32_t dc_abi_version(void) { return 2; }
 
 static inline int64_t clip(int64_t v, int64_t hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 
@@ -225,14 +225,16 @@ HASH_ROWS(dc_row_hash_sums_i32, int32_t)
 HASH_ROWS(dc_row_hash_sums_i64, int64_t)
 
 /* One pass for a shard's share of every token: the supervised prefix sum, the supervised-id counts
- * (counts[t] += 1 for each supervised t in [0, limit); other ids are ids_known's) and the row hash
- * sums of HASH_ROWS (with a mask). ``offsets`` must run from 0 to the number of tokens. */
+ * (counts[t] += 1 for each supervised t in [0, limit); other ids are ids_known's), the row hash
+ * sums of HASH_ROWS (with a mask) and, in ``outside``, how many ids are outside [0, limit) (the
+ * same comparison the counts make). ``offsets`` must run from 0 to the number of tokens. */
 #define TOKEN_PASS(NAME, ID_T, P_T)                                                                        \
 DC_EXPORT void NAME(const ID_T *ids, const uint8_t *mask, const int64_t *offsets, int64_t n_rows,          \
-                    uint64_t r, int64_t limit, P_T *prefix, P_T *counts, uint64_t *sums)                   \
+                    uint64_t r, int64_t limit, P_T *prefix, P_T *counts, uint64_t *sums, int64_t *outside) \
 {                                                                                                          \
     const uint64_t r2 = r * r, r3 = r2 * r, r4 = r2 * r2;                                                  \
     P_T s = 0;                                                                                             \
+    int64_t n_out = 0;                                                                                     \
     prefix[0] = 0;                                                                                         \
     for (int64_t row = 0; row < n_rows; row++) {                                                           \
         const int64_t a = offsets[row], b = offsets[row + 1];                                              \
@@ -245,7 +247,9 @@ DC_EXPORT void NAME(const ID_T *ids, const uint8_t *mask, const int64_t *offsets
                 s += m;                                                                                    \
                 prefix[j + l + 1] = s;                                                                     \
                 h[l] += (2u * (uint64_t)t + m) * p;                                                        \
-                if (m && t >= 0 && t < limit) counts[t] += 1;                                              \
+                const int in = (uint64_t)t < (uint64_t)limit;                                              \
+                n_out += !in;                                                                              \
+                if (m && in) counts[t] += 1;                                                               \
             }                                                                                              \
             p *= r4;                                                                                       \
         }                                                                                                  \
@@ -256,10 +260,13 @@ DC_EXPORT void NAME(const ID_T *ids, const uint8_t *mask, const int64_t *offsets
             prefix[j + 1] = s;                                                                             \
             h[0] += (2u * (uint64_t)t + m) * p;                                                            \
             p *= r;                                                                                        \
-            if (m && t >= 0 && t < limit) counts[t] += 1;                                                  \
+            const int in = (uint64_t)t < (uint64_t)limit;                                                  \
+            n_out += !in;                                                                                  \
+            if (m && in) counts[t] += 1;                                                                   \
         }                                                                                                  \
         sums[row] = h[0] + r * h[1] + r2 * h[2] + r3 * h[3];                                               \
     }                                                                                                      \
+    *outside = n_out;                                                                                      \
 }
 TOKEN_PASS(dc_token_pass_i32_p32, int32_t, int32_t)
 TOKEN_PASS(dc_token_pass_i64_p32, int64_t, int32_t)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -75,7 +75,7 @@ class ShardWork:
         return None if labels is None else content.role_runs(labels.role, self.view.offsets, labels.run_starts)
 
     @cached_property
-    def token_pass(self) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+    def token_pass(self) -> TokenPass | None:
         """Once per shard: the stats and the duplicate search both read it, in either order."""
         return token_pass(self.view, self.id_limit)
 
@@ -96,7 +96,7 @@ class ShardWork:
             "rows_at_max_len": int((lengths == self.contract.max_len).sum()),
             "supervised_tokens": int(self.view.supervised_prefix[-1]) if self.view.mask is not None else None,
         }
-        out.update(profile_stats(self.view, self.id_limit, fused[0] if fused is not None else None))
+        out.update(profile_stats(self.view, self.id_limit, fused.counts if fused is not None else None))
         labels = self.labels
         if self.view.mask is not None:
             out["anchor_positions"] = int(content.anchor_counts(self.view, self.contract.content.block_size).sum())
@@ -115,10 +115,18 @@ class ShardWork:
         return out
 
 
-def token_pass(view: RowView, id_limit: int) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
-    """(supervised-id counts, row hash sums) from one compiled pass that also fills the view's
-    supervised prefix sum: three reads of every id and mask bit become one. None without a
-    mask or a dense id range: each is then computed on its own when asked for.
+class TokenPass(NamedTuple):
+    """What a shard's one pass over its ids and mask leaves besides the view's supervised prefix sum."""
+
+    counts: dict[str, np.ndarray]  # sparse supervised-id counts (profile_stats, token_freq)
+    sums: np.ndarray  # row hash sums (content.row_hashes)
+    outside: int  # ids outside [0, id_limit), the tokenizer's size (ids_known)
+
+
+def token_pass(view: RowView, id_limit: int) -> TokenPass | None:
+    """Supervised-id counts, row hash sums and out-of-range ids from one compiled pass that also fills
+    the view's supervised prefix sum: four reads of every id and mask bit become one. None without
+    a mask or a dense id range: each is then computed on its own when asked for.
     """
     buf = count_buffer(id_limit, len(view.ids))
     if view.mask is None or buf is None or view.offsets[0] != 0 or view.offsets[-1] != len(view.ids):
@@ -128,10 +136,12 @@ def token_pass(view: RowView, id_limit: int) -> tuple[dict[str, np.ndarray], np.
     n = len(view.ids)
     prefix = np.empty(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
     sums = np.zeros(len(view.rows), dtype=np.uint64)
+    outside = np.zeros(1, dtype=np.int64)
     kernel(np.ascontiguousarray(view.ids), np.ascontiguousarray(view.mask).view(np.uint8),
-           np.ascontiguousarray(view.offsets, dtype=np.int64), np.uint64(content.HASH_BASE), id_limit, prefix, buf, sums)
+           np.ascontiguousarray(view.offsets, dtype=np.int64), np.uint64(content.HASH_BASE), id_limit, prefix, buf, sums,
+           outside)
     view.__dict__["supervised_prefix"] = prefix  # the cached_property's slot: every check reads this one
-    return drained(buf), sums
+    return TokenPass(drained(buf), sums, int(outside[0]))
 
 
 def profile_stats(view: RowView, id_limit: int = 1 << 24, id_counts: dict[str, np.ndarray] | None = None) -> dict:
@@ -268,7 +278,7 @@ class Engine:
             "lengths_agree": lambda: rows.check_lengths_agree(a),
             "mask_values": lambda: rows.check_mask_values(a),
             "seq_len_bounds": lambda: rows.check_seq_len_bounds(w.view, a, self.contract),
-            "ids_known": lambda: rows.check_ids_known(w.view, a, self.vocab.known),
+            "ids_known": lambda: rows.check_ids_known(w.view, a, self.vocab.known, self._outside(w)),
             "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
             "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
             "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(
@@ -286,6 +296,11 @@ class Engine:
                                                                    rows.supervised_per_row(w.view)),
         }
         return runners[check]()
+
+    def _outside(self, w: ShardWork) -> int | None:
+        """The shard's ids outside the tokenizer's range, as its token pass counted them (None if it did not)."""
+        fused = w.token_pass
+        return fused.outside if fused is not None and w.id_limit == len(self.vocab.known) else None
 
     def row(self, index: int) -> tuple[np.ndarray, np.ndarray | None, int | None]:
         """One row's ids, mask and seq_len (for explanations): a one-row shard read."""
@@ -322,7 +337,7 @@ class Engine:
         """(global row index, 64-bit hash) of the shard's usable rows, for the controller's duplicate search."""
         w = self.work(shard)
         fused = w.token_pass
-        return (w.view.rows + shard.start).astype(np.int64), content.row_hashes(w.view, fused[1] if fused is not None else None)
+        return (w.view.rows + shard.start).astype(np.int64), content.row_hashes(w.view, fused.sums if fused is not None else None)
 
     def row_keys(self, rows: np.ndarray) -> list[bytes]:
         """Exact contents (ids, then mask) of the given global rows, for comparing duplicate candidates.

@@ -39,7 +39,7 @@ ASSISTANT_END, END, AFTER_ASSISTANT_END, INJECTED, UNKNOWN_ROLE = 8, 9, 10, 11, 
 NO_LEADING_HEADER, HEADER_IN_OPEN_TURN, STRAY_END, UNKNOWN_ROLE_PROBLEM = 1, 2, 3, 4
 MALFORMED_HEADER, TEXT_OUTSIDE_TURN, UNCLOSED_TURN = 5, 6, 7
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 _P, _I64, _I32, _U64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64
 
 #: argument types per exported function family (the _i32/_i64, _p32/_p64, _c32/_c64 variants share them)
@@ -49,7 +49,7 @@ _SIGNATURES: dict[str, tuple[Any, tuple]] = {
     "drain_counts": (_I64, (_P, _I64, _P, _P)),
     "prefix_count": (None, (_P, _I64, _P)),
     "row_hash_sums": (None, (_P, _P, _I32, _P, _I64, _U64, _P)),
-    "token_pass": (None, (_P, _P, _P, _I64, _U64, _I64, _P, _P, _P)),
+    "token_pass": (None, (_P, _P, _P, _I64, _U64, _I64, _P, _P, _P, _P)),
     "reply_lengths": (None, (_P, _P, _P, _P, _P, _I64, _P, _I64, _P, _P, _I64, _I64, _P)),
     "run_totals": (None, (_P, _P, _P, _I64, _P, _I32, _P, _P)),
 }
@@ -201,23 +201,25 @@ def row_hash_sums(ids: np.ndarray, mask: np.ndarray, has_mask: bool, offsets: np
 
 
 def token_pass(ids: np.ndarray, mask: np.ndarray, offsets: np.ndarray, r: int, limit: int, prefix: np.ndarray,
-               counts: np.ndarray, sums: np.ndarray) -> None:
+               counts: np.ndarray, sums: np.ndarray, outside: np.ndarray) -> None:
     """:func:`prefix_count`, the supervised-id counts (``counts[t] += 1`` for each supervised ``t``
     in ``[0, limit)``: ``bincount(ids[mask])`` without materialising ``ids[mask]``; other ids are
-    ids_known's) and :func:`row_hash_sums` (with a mask) in one pass. Apart, each read the shard's
-    ids and mask again. ``offsets`` must run from 0 to ``len(ids)``; ``prefix`` and ``counts``
-    share one width, int32 for shards under 2**31 tokens.
+    ids_known's), :func:`row_hash_sums` (with a mask) and the number of ids outside ``[0, limit)``
+    (into ``outside[0]``, int64) in one pass. Apart, each read the shard's ids and mask again. ``offsets`` must run from 0 to ``len(ids)``; ``prefix`` and ``counts`` share one width,
+    int32 for shards under 2**31 tokens.
     """
     ids, kind = _ids(ids)
     n = len(ids)
     if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != n or len(mask) != n or len(prefix) != n + 1:
         raise ValueError("token_pass: offsets must run from 0 to len(ids), with a mask of len(ids) and a prefix of one more")
-    if len(sums) < len(offsets) - 1 or len(counts) < limit or prefix.dtype != counts.dtype:
-        raise ValueError("token_pass: sums shorter than the rows, counts shorter than limit, or prefix and counts of two widths")
+    if len(sums) < len(offsets) - 1 or len(counts) < limit or prefix.dtype != counts.dtype or len(outside) != 1:
+        raise ValueError("token_pass: sums shorter than the rows, counts shorter than limit, prefix and counts of two "
+                         "widths, or not one element for the outside count")
     _lib()[f"token_pass_{kind}_{_width(prefix, 'prefix', 'p')}"](
         _ptr(ids, (np.int32, np.int64), "ids"), _ptr(mask, _FLAGS, "mask"), _ptr(offsets, (np.int64,), "offsets"),
         len(offsets) - 1, int(r), int(limit), _ptr(prefix, (np.int32, np.int64), "prefix", True),
-        _ptr(counts, (np.int32, np.int64), "counts", True), _ptr(sums, (np.uint64,), "sums", True))
+        _ptr(counts, (np.int32, np.int64), "counts", True), _ptr(sums, (np.uint64,), "sums", True),
+        _ptr(outside, (np.int64,), "outside", True))
 
 
 def reply_lengths(ids: np.ndarray, role: np.ndarray, boundary: np.ndarray, is_part: np.ndarray, blank: np.ndarray,

@@ -86,10 +86,15 @@ def check_seq_len_bounds(view: RowView, a: ShardArrays, contract: Contract) -> C
                       a.shard.start)
 
 
-def check_ids_known(view: RowView, a: ShardArrays, known: np.ndarray) -> CheckResult:
-    """Every id is a token of the tokenizer, so every row decodes and embeds to a trained row."""
+def check_ids_known(view: RowView, a: ShardArrays, known: np.ndarray, outside: int | None = None) -> CheckResult:
+    """Every id is a token of the tokenizer, so every row decodes and embeds to a trained row.
+
+    ``outside``: the ids outside ``[0, len(known))``, when the shard's token pass counted them
+    on its way; zero, with a gap-free vocabulary, settles the check without reading an id.
+    """
     ids = view.ids
-    if len(ids) and known.all() and int(ids.min()) >= 0 and int(ids.max()) < len(known):
+    in_range = outside == 0 if outside is not None else (not len(ids) or (int(ids.min()) >= 0 and int(ids.max()) < len(known)))
+    if len(ids) and known.all() and in_range:
         bad = np.zeros(0, dtype=bool)  # every id in range of a gap-free vocabulary: two reductions, no gather
     else:
         bad = ~((ids >= 0) & (ids < len(known)) & known[np.clip(ids, 0, len(known) - 1)])
