@@ -256,7 +256,6 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
                 window = c_ids[at[:, None] + np.arange(len(p))]
                 placeholder[hit[(window == p).all(axis=1)]] = True
     short = closed & ~placeholder & (reply_len < contract.content.min_reply_tokens)
-    row_of_turn = np.searchsorted(view.offsets, a_starts, side="right") - 1
     n = len(view.rows)
     flags: dict[int, tuple[np.ndarray, np.ndarray, str]] = {}
     names = " / ".join(repr(t) for t, _ in tables.placeholders)
@@ -265,8 +264,9 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
         rows_hit = np.zeros(n, dtype=bool)
         pos = np.full(n, -1, dtype=np.int64)
         t = np.flatnonzero(hit_turns)[::-1]  # reversed: the first flagged turn of a row is written last
-        rows_hit[row_of_turn[t]] = True
-        pos[row_of_turn[t]] = a_starts[t] - view.offsets[row_of_turn[t]]
+        row_of_turn = np.searchsorted(view.offsets, a_starts[t], side="right") - 1  # flagged turns only
+        rows_hit[row_of_turn] = True
+        pos[row_of_turn] = a_starts[t] - view.offsets[row_of_turn]
         flags[code] = (rows_hit, pos, text_)
     return _result("placeholder_replies", a, view, flags, contract)
 
