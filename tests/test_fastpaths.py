@@ -15,6 +15,7 @@ from drafter_contracts.checks import content, spans
 from drafter_contracts.checks.view import RowView, in_table
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import Shard, ShardArrays
+from drafter_contracts.report.profile import run_counts
 from drafter_contracts.spans.labels import Labels, Role
 
 codes = hnp.arrays(np.uint8, st.integers(0, 200), elements=st.integers(0, 20))
@@ -56,8 +57,8 @@ _ROLES = [int(r) for r in Role]
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_mask_checks_by_runs_equal_the_per_token_pass(data):
-    """The run-level acceptance of both mask-policy checks (clean_by_runs) agrees with the per-token
-    pass: a shard it calls clean has no violation, a shard with one is never called clean, and the
+    """The per-role acceptance of both mask-policy checks (clean_by_role_totals) agrees with the
+    per-token pass: a shard it calls clean has no violation, a shard with one is never called clean, and the
     results are equal field by field, under every policy (run-level or not)."""
     n_rows = data.draw(st.integers(1, 5))
     lengths = data.draw(st.lists(st.integers(0, 30), min_size=n_rows, max_size=n_rows))
@@ -85,13 +86,13 @@ def test_mask_checks_by_runs_equal_the_per_token_pass(data):
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
     view = RowView(np.full(n, 7, np.int32), mask, offsets, np.arange(n_rows), None)
     labels = Labels(role, boundary, np.zeros(n, np.uint8))
-    runs = content.role_runs(role, offsets)
+    totals = run_counts(content.role_runs(role, offsets), view.supervised_prefix, len(Role))
     shard = ShardArrays(Shard(0, 0, n_rows), None, None, None, None)
     for check, need in ((spans.check_mask_on_assistant_spans, False), (spans.check_mask_covers_assistant_spans, True)):
-        fast = check(view, shard, Labels(role, boundary, labels.problem), contract, None, runs)
+        fast = check(view, shard, Labels(role, boundary, labels.problem), contract, None, totals)
         plain = check(view, shard, Labels(role, boundary, labels.problem), contract, None, None)
         assert fast.to_dict() == plain.to_dict()
-        if spans.clean_by_runs(view, Labels(role, boundary, labels.problem), runs, contract.mask, need):
+        if spans.clean_by_role_totals(view, Labels(role, boundary, labels.problem), totals, contract.mask, need):
             assert plain.rows_violating == 0
         elif spans._run_level_policy(contract.mask) is not None:
             assert plain.rows_violating > 0  # exact: a non-zero count is a real violation

@@ -75,6 +75,14 @@ class ShardWork:
         return None if labels is None else content.role_runs(labels.role, self.view.offsets, labels.run_starts)
 
     @cached_property
+    def role_totals(self) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """Tokens and supervised tokens per role code, summed over the role runs (stats and mask checks)."""
+        if self.runs is None:
+            return None
+        mask = self.view.mask
+        return run_counts(self.runs, self.view.supervised_prefix if mask is not None else None, len(Role))
+
+    @cached_property
     def token_pass(self) -> TokenPass | None:
         """Once per shard: the stats and the duplicate search both read it, in either order."""
         return token_pass(self.view, self.id_limit)
@@ -104,7 +112,7 @@ class ShardWork:
             mask = self.view.mask
             # Per-role token and supervised counts from the role runs, the latter from the shared
             # supervised prefix sum (run_counts; tests/test_speed_stats.py keeps the per-token pair count).
-            counts, sup = run_counts(self.runs, self.view.supervised_prefix if mask is not None else None, len(Role))
+            counts, sup = self.role_totals
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
             # Boundary tokens are rare (~1 K a shard): find them once (the mask checks share them), read the mask only there.
             at = spans.boundary_positions(labels)
@@ -282,10 +290,12 @@ class Engine:
             "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
             "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
             "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(
-                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None, w.runs),
+                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None,
+                self._mask_totals(w)),
             # mask policy: completeness (skips with its reason when the contract says completeness = "off")
             "mask_covers_assistant_spans": lambda: spans.check_mask_covers_assistant_spans(
-                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None, w.runs),
+                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None,
+                self._mask_totals(w)),
             "duplicate_rows": lambda: CheckResult("duplicate_rows", a.shard.id, rows_checked=len(w.view.rows),
                                                   report_only=not self.contract.content.strict),
             "placeholder_replies": lambda: content.check_placeholder_replies(w.view, a, w.labels, self.reply_tables,
@@ -296,6 +306,12 @@ class Engine:
                                                                    rows.supervised_per_row(w.view)),
         }
         return runners[check]()
+
+    @staticmethod
+    def _mask_totals(w: ShardWork) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per-role (tokens, supervised tokens) for the mask checks' shortcut; None without a mask."""
+        totals = w.role_totals if w.view.mask is not None else None
+        return totals if totals is not None and totals[1] is not None else None
 
     def _outside(self, w: ShardWork) -> int | None:
         """The shard's ids outside the tokenizer's range, as its token pass counted them (None if it did not)."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..config import Contract, MaskPolicy
@@ -12,9 +10,6 @@ from ..results import CheckResult, first_per_row, row_result
 from ..spans.labels import ROLE_NAMES, TURN_PROBLEM_TEXT, Labels, Role
 from . import policy as policy_mod
 from .view import RowView
-
-if TYPE_CHECKING:
-    from .content import RoleRuns
 
 
 def _hits(flags: np.ndarray) -> np.ndarray:
@@ -81,31 +76,35 @@ def _run_level_policy(policy: MaskPolicy) -> np.ndarray | None:
     return np.concatenate((table, np.zeros(256 - len(table), dtype=bool)))
 
 
-def clean_by_runs(view: RowView, labels: Labels, runs: RoleRuns | None, policy: MaskPolicy, need: bool) -> bool:
-    """True when the shard certainly has no violation of the mask policy: forbidden supervision
-    (``need`` False) or missing supervision (``need`` True) counted per role run, not per token.
+RoleTotals = tuple[np.ndarray, np.ndarray]  # per role code: tokens, supervised tokens (report.profile.run_counts)
 
-    A shard's ~165 K role runs stand for its ~3.4 M tokens: each run's supervised tokens are
-    two reads of the shared prefix sum. Forbidden: the supervised tokens of runs whose role
-    the policy forbids (plus supervised boundary tokens under ``boundary_tokens = "strict"``).
-    Missing: over runs of allowed roles, tokens minus supervised tokens, less the unsupervised
-    boundary tokens in them (they are never required). A total of zero is exact; any other
-    total, or a policy that depends on more than the role, leaves the verdict to the per-token
-    pass, which names the rows. So this can only skip work, never change a result.
+
+def clean_by_role_totals(view: RowView, labels: Labels, totals: RoleTotals | None, policy: MaskPolicy,
+                         need: bool) -> bool:
+    """True when the shard certainly has no violation of the mask policy: forbidden supervision
+    (``need`` False) or missing supervision (``need`` True), from the shard's per-role totals.
+
+    The stats already sum tokens and supervised tokens per role over the role runs
+    (``ShardWork.role_totals``), so this costs a few additions and a read of the ~1 K
+    boundary tokens. Forbidden: supervised tokens of the roles the policy forbids (plus
+    supervised boundary tokens under ``boundary_tokens = "strict"``). Missing: tokens minus
+    supervised tokens of the allowed roles, less their unsupervised boundary tokens (never
+    required). A total of zero is exact; any other total, or a policy that depends on more
+    than the role, leaves the verdict to the per-token pass, which names the rows. So this
+    can only skip work, never change a result.
     """
-    table = _run_level_policy(policy) if runs is not None and view.mask is not None else None
+    table = _run_level_policy(policy) if totals is not None and view.mask is not None else None
     if table is None:
         return False
-    prefix = view.supervised_prefix
-    sup = prefix[runs.end].astype(np.int64) - prefix[runs.start]
-    allowed = table[runs.role]
+    tokens, supervised = totals
+    allowed = table[:len(tokens)]
     at = boundary_positions(labels)
     if not need:
-        total = int(sup[~allowed].sum())
+        total = int(supervised[~allowed].sum())
         if policy.boundary_tokens == "strict":
             total += int(np.count_nonzero(view.mask[at]))
         return total == 0
-    gap = int((runs.end - runs.start - sup)[allowed].sum())
+    gap = int((tokens - supervised)[allowed].sum())
     gap -= int(np.count_nonzero(table[labels.role[at]] & ~view.mask[at]))
     return gap == 0
 
@@ -131,13 +130,14 @@ def _reason_text(policy: MaskPolicy) -> dict[int, str]:
 
 
 def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
-                                  newline_lead: np.ndarray | None = None, runs: RoleRuns | None = None) -> CheckResult:
+                                  newline_lead: np.ndarray | None = None, totals: RoleTotals | None = None) -> CheckResult:
     """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them.
 
-    ``runs`` (the shard's role runs) lets a clean shard pass on per-run counts (:func:`clean_by_runs`).
+    ``totals`` (the shard's per-role totals) let a clean shard pass without a per-token pass
+    (:func:`clean_by_role_totals`).
     """
     policy = contract.mask
-    if clean_by_runs(view, labels, runs, policy, need=False):
+    if clean_by_role_totals(view, labels, totals, policy, need=False):
         hits = np.zeros(0, dtype=np.intp)
     else:
         hits = _hits(disallowed_supervision(view.mask, labels, policy, view.offsets, view.ids, newline_lead))
@@ -176,17 +176,18 @@ _MISSING_TEXT = {
 
 
 def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
-                                      newline_lead: np.ndarray | None = None, runs: RoleRuns | None = None) -> CheckResult:
+                                      newline_lead: np.ndarray | None = None, totals: RoleTotals | None = None) -> CheckResult:
     """Every token the policy makes eligible is supervised (``completeness`` = all | last).
 
-    ``runs`` (the shard's role runs) lets a clean shard pass on per-run counts (:func:`clean_by_runs`).
+    ``totals`` (the shard's per-role totals) let a clean shard pass without a per-token pass
+    (:func:`clean_by_role_totals`).
     """
     policy = contract.mask
     if policy.completeness == "off":
         return CheckResult("mask_covers_assistant_spans", a.shard.id, skipped=(
             "mask completeness not declared: set [mask] completeness = \"all\" or \"last\" in the contract, "
             "or --mask-policy completeness=all"))
-    if clean_by_runs(view, labels, runs, policy, need=True):
+    if clean_by_role_totals(view, labels, totals, policy, need=True):
         hits = np.zeros(0, dtype=np.intp)
     else:
         turns = policy_mod.turns_of(labels, view.offsets) if policy_mod.needs_turns(policy) else None
