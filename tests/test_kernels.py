@@ -101,6 +101,20 @@ def test_reply_lengths_equal_the_windowed_numpy(data):
     np.testing.assert_array_equal(got, content.reply_lengths_reference(view, labels, tables, t_start, t_end, cap))
 
 
+@given(st.lists(st.lists(st.sampled_from([int(r) for r in Role]), max_size=30), min_size=1, max_size=6))
+def test_assistant_turns_equal_the_numpy_over_runs(rows):
+    """Turns from role runs (starts, ends, closed) equal assistant_turns_reference's, with turns cut at
+    row starts, rows that open inside a turn role, and empty rows."""
+    role = np.array([r for row in rows for r in row], dtype=np.uint8)
+    offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
+    runs = content.role_runs(role, offsets)
+    got = kernels.assistant_turns(runs.role, runs.start, runs.end, runs.row_first, content._IS_TURN)
+    want = content.assistant_turns_reference(runs)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
 def test_kernels_refuse_arrays_c_would_misread():
     """C trusts its pointers: a wrong dtype, a strided array or a short output is a Python error, not
     memory read or written out of bounds."""

@@ -27,7 +27,7 @@ enum { OUTSIDE = 0, HEADER = 1, ASSISTANT = 5, REASONING = 6, TOOL_CALL = 7, ASS
 enum { NO_LEADING_HEADER = 1, HEADER_IN_OPEN_TURN = 2, STRAY_END = 3, UNKNOWN_ROLE_PROBLEM = 4,
        MALFORMED_HEADER = 5, TEXT_OUTSIDE_TURN = 6, UNCLOSED_TURN = 7 };
 
-DC_EXPORT int32_t dc_abi_version(void) { return 2; }
+DC_EXPORT int32_t dc_abi_version(void) { return 3; }
 
 static inline int64_t clip(int64_t v, int64_t hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 
@@ -298,6 +298,24 @@ DC_EXPORT void NAME(const ID_T *ids, const uint8_t *role, const uint8_t *boundar
 }
 REPLY_LENGTHS(dc_reply_lengths_i32, int32_t)
 REPLY_LENGTHS(dc_reply_lengths_i64, int64_t)
+
+/* The assistant turns of a shard from its role runs: a turn is a maximal sequence of runs whose
+ * role ``is_turn``, never crossing a row start (``row_first``). Writes each turn's first position,
+ * one past its last, and whether it holds an ASSISTANT_END run; returns the number of turns. */
+DC_EXPORT int64_t dc_assistant_turns(const uint8_t *role, const int64_t *start, const int64_t *end,
+                                     const uint8_t *row_first, int64_t n_runs, const uint8_t *is_turn,
+                                     int64_t *turn_start, int64_t *turn_end, uint8_t *closed)
+{
+    int64_t nt = 0;
+    int open = 0;
+    for (int64_t k = 0; k < n_runs; k++) {
+        if (!is_turn[role[k]]) { open = 0; continue; }
+        if (!open || row_first[k]) { turn_start[nt] = start[k]; closed[nt] = 0; nt++; open = 1; }
+        turn_end[nt - 1] = end[k];
+        if (role[k] == ASSISTANT_END) closed[nt - 1] = 1;
+    }
+    return nt;
+}
 
 /* Per code: the length of its runs [start, end) and, with a prefix sum, the flags under them. */
 #define RUN_TOTALS(NAME, P_T)                                                                              \

@@ -39,7 +39,7 @@ ASSISTANT_END, END, AFTER_ASSISTANT_END, INJECTED, UNKNOWN_ROLE = 8, 9, 10, 11, 
 NO_LEADING_HEADER, HEADER_IN_OPEN_TURN, STRAY_END, UNKNOWN_ROLE_PROBLEM = 1, 2, 3, 4
 MALFORMED_HEADER, TEXT_OUTSIDE_TURN, UNCLOSED_TURN = 5, 6, 7
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 _P, _I64, _I32, _U64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64
 
 #: argument types per exported function family (the _i32/_i64, _p32/_p64, _c32/_c64 variants share them)
@@ -52,11 +52,12 @@ _SIGNATURES: dict[str, tuple[Any, tuple]] = {
     "token_pass": (None, (_P, _P, _P, _I64, _U64, _I64, _P, _P, _P, _P)),
     "reply_lengths": (None, (_P, _P, _P, _P, _P, _I64, _P, _I64, _P, _P, _I64, _I64, _P)),
     "run_totals": (None, (_P, _P, _P, _I64, _P, _I32, _P, _P)),
+    "assistant_turns": (_I64, (_P, _P, _P, _P, _I64, _P, _P, _P, _P)),
 }
 _VARIANTS = {
     "label_chatml": ("i32", "i64"), "drain_counts": ("c32", "c64"), "prefix_count": ("p32", "p64"),
     "row_hash_sums": ("i32", "i64"), "token_pass": ("i32_p32", "i64_p32", "i32_p64", "i64_p64"),
-    "reply_lengths": ("i32", "i64"), "run_totals": ("p32", "p64"),
+    "reply_lengths": ("i32", "i64"), "run_totals": ("p32", "p64"), "assistant_turns": ("",),
 }
 
 
@@ -89,9 +90,10 @@ def _lib() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for family, (restype, argtypes) in _SIGNATURES.items():
         for variant in _VARIANTS[family]:
-            fn = getattr(lib, f"dc_{family}_{variant}")
+            name = f"{family}_{variant}" if variant else family
+            fn = getattr(lib, f"dc_{name}")
             fn.restype, fn.argtypes = restype, argtypes
-            out[f"{family}_{variant}"] = fn
+            out[name] = fn
     return out
 
 
@@ -256,3 +258,24 @@ def run_totals(role: np.ndarray, start: np.ndarray, end: np.ndarray, prefix: np.
         _ptr(role, (np.uint8,), "role"), _ptr(start, (np.int64,), "start"), _ptr(end, (np.int64,), "end"), n,
         _ptr(prefix, (np.int32, np.int64), "prefix"), int(bool(has_prefix)),
         _ptr(counts, (np.int64,), "counts", True), _ptr(sums, (np.int64,), "sums", True))
+
+
+def assistant_turns(role: np.ndarray, start: np.ndarray, end: np.ndarray, row_first: np.ndarray,
+                    is_turn: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The assistant turns of a shard from its role runs (``checks.content.RoleRuns``): each turn's
+    first position, one past its last, and whether it holds an ASSISTANT_END run.
+
+    A turn is a maximal sequence of runs whose role ``is_turn`` (a 256-entry table), never
+    crossing a row start (``row_first``); ``checks.content.assistant_turns_reference`` says the
+    same in numpy.
+    """
+    n = len(role)
+    if len(start) != n or len(end) != n or len(row_first) != n or len(is_turn) < 256:
+        raise ValueError("assistant_turns: role, start, end and row_first differ in length, or is_turn under 256 codes")
+    turn_start, turn_end, closed = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.bool_)
+    k = int(_lib()["assistant_turns"](
+        _ptr(role, (np.uint8,), "role"), _ptr(start, (np.int64,), "start"), _ptr(end, (np.int64,), "end"),
+        _ptr(row_first, _FLAGS, "row_first"), n, _ptr(is_turn, _FLAGS, "is_turn"),
+        _ptr(turn_start, (np.int64,), "turn_start", True), _ptr(turn_end, (np.int64,), "turn_end", True),
+        _ptr(closed, _FLAGS, "closed", True)))
+    return turn_start[:k], turn_end[:k], closed[:k]

@@ -203,6 +203,24 @@ def _text_at(view: RowView, labels: Labels, tables: ReplyTables, pos: np.ndarray
     return text
 
 
+def assistant_turns_reference(runs: RoleRuns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`drafter_contracts.kernels.assistant_turns` in numpy, kept for the tests: turns start at a
+    turn-role run after a run of another role or at a row start, end before the next start or
+    non-turn run, and are closed when an ASSISTANT_END run falls in them."""
+    is_turn = _IS_TURN[runs.role]
+    prev_turn = np.zeros(len(is_turn), dtype=bool)
+    prev_turn[1:] = is_turn[:-1]
+    first = is_turn & (~prev_turn | runs.row_first)
+    last = np.zeros(len(is_turn), dtype=bool)
+    last[:-1] = first[1:] | ~is_turn[1:]
+    last[-1:] = True
+    last &= is_turn
+    a_starts, t_end = runs.start[first], runs.end[last]
+    closed = np.zeros(len(a_starts), dtype=bool)
+    closed[np.searchsorted(a_starts, runs.start[runs.role == Role.ASSISTANT_END], side="right") - 1] = True
+    return a_starts, t_end, closed
+
+
 def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tables: ReplyTables,
                               contract: Contract, runs: RoleRuns | None = None) -> CheckResult:
     """Assistant turns whose reply is a placeholder ("OK.") or shorter than ``min_reply_tokens``.
@@ -214,23 +232,17 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
 
     Work is per turn, not per token: the turns (runs of assistant-turn roles, cut at
     row starts, as in :func:`policy.assistant_turns`) and whether they hold an end
-    marker come from the run-length encoded roles; only closed turns are read, each
+    marker come from the run-length encoded roles (one compiled loop over the runs,
+    :func:`assistant_turns_reference` in numpy); only closed turns are read, each
     just far enough to tell a short reply from a long one; only replies of a
     placeholder's length have their content ids compared.
     """
+    from ..kernels import assistant_turns
+
     runs = runs if runs is not None else role_runs(labels.role, view.offsets)
-    is_turn = _IS_TURN[runs.role]
-    prev_turn = np.zeros(len(is_turn), dtype=bool)
-    prev_turn[1:] = is_turn[:-1]
-    first = is_turn & (~prev_turn | runs.row_first)
-    last = np.zeros(len(is_turn), dtype=bool)
-    last[:-1] = first[1:] | ~is_turn[1:]
-    last[-1:] = True
-    last &= is_turn
-    a_starts, t_end = runs.start[first], runs.end[last]  # each assistant turn: [first token, one past its last)
+    # each assistant turn: [first token, one past its last), and whether it was closed
+    a_starts, t_end, closed = assistant_turns(runs.role, runs.start, runs.end, runs.row_first, _IS_TURN)
     nt = len(a_starts)
-    closed = np.zeros(nt, dtype=bool)
-    closed[np.searchsorted(a_starts, runs.start[runs.role == Role.ASSISTANT_END], side="right") - 1] = True
     sizes = sorted({len(p) for _, p in tables.placeholders if len(p)})
     cap = max(contract.content.min_reply_tokens - 1, sizes[-1] if sizes else 0, 0)
     c_turn = np.flatnonzero(closed)
