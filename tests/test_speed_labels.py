@@ -58,9 +58,16 @@ def test_fast_labels_equal_reference(profile, alphabet, data):
         got, want = getattr(fast, field), getattr(ref, field)
         assert got.dtype == want.dtype, field
         np.testing.assert_array_equal(got, want, err_msg=f"{field} differs on {rows} (max_len {max_len})")
-    # The run starts the labeller notes as it writes are the ones role_runs finds in the roles.
-    np.testing.assert_array_equal(fast.run_starts, content_mod.role_runs(ref.role, offsets).start,
-                                  err_msg=f"role runs differ on {rows} (max_len {max_len})")
+    # The runs the labeller notes as it writes (starts, roles, row starts) are the ones role_runs finds
+    # in the roles; its boundary positions and problem count are those of the per-token arrays.
+    want_runs = content_mod.role_runs(ref.role, offsets)
+    got_runs = content_mod.role_runs(fast.role, offsets, fast.run_starts, fast.run_roles, fast.run_row_first)
+    for field in ("start", "end", "role", "row_first"):
+        got, want = getattr(got_runs, field), getattr(want_runs, field)
+        assert got.dtype == want.dtype, field
+        np.testing.assert_array_equal(got, want, err_msg=f"role runs' {field} differ on {rows} (max_len {max_len})")
+    np.testing.assert_array_equal(fast.boundary_at, np.flatnonzero(ref.boundary))
+    assert fast.problem_count == int(np.count_nonzero(ref.problem))
 
 
 # --------------------------------------------------------------------------- reference formulations

@@ -27,12 +27,14 @@ enum { OUTSIDE = 0, HEADER = 1, ASSISTANT = 5, REASONING = 6, TOOL_CALL = 7, ASS
 enum { NO_LEADING_HEADER = 1, HEADER_IN_OPEN_TURN = 2, STRAY_END = 3, UNKNOWN_ROLE_PROBLEM = 4,
        MALFORMED_HEADER = 5, TEXT_OUTSIDE_TURN = 6, UNCLOSED_TURN = 7 };
 
-DC_EXPORT int32_t dc_abi_version(void) { return 3; }
+DC_EXPORT int32_t dc_abi_version(void) { return 4; }
 
 static inline int64_t clip(int64_t v, int64_t hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 
-/* The ChatML labeller: role, boundary and problem for every token, and the first position of each
- * role run (a new run at every role change and row start); returns the number of runs.
+/* The ChatML labeller: role, boundary and problem for every token, and for each role run (a new
+ * run at every role change and row start) its first position, role and whether it opens a row;
+ * returns the number of runs. ``noted`` receives the number of boundary tokens (their positions
+ * in ``boundary_at``) and of tokens with a problem.
  * The rules are spans.chatml.label_reference's, read token by token, with one shortcut: a run of
  * ordinary tokens (ids below ``lowest``, the smallest marker id, away from the positions a rule
  * singles out) shares one role and problem and is written as a block. */
@@ -41,11 +43,12 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                        int64_t newline, const uint8_t *role_of_id, int64_t n_roles, const uint8_t *newline_lead,\
                        int64_t n_lead, int64_t think_open, int64_t think_close, int32_t has_think,          \
                        int64_t call_open, int64_t call_close, int32_t has_call, int64_t max_len,            \
-                       int64_t lowest, uint8_t *role, uint8_t *boundary, uint8_t *problem, int64_t *run_start) \
+                       int64_t lowest, uint8_t *role, uint8_t *boundary, uint8_t *problem, int64_t *run_start, \
+                       uint8_t *run_role, uint8_t *run_row_first, int64_t *boundary_at, int64_t *noted)      \
 {                                                                                                          \
     const int64_t role_hi = n_roles - 1;                                                                   \
     const int64_t lead_hi = (n_roles < n_lead ? n_roles : n_lead) - 1;                                     \
-    int64_t k_runs = 0;                                                                                    \
+    int64_t k_runs = 0, k_bd = 0, k_prob = 0;                                                              \
     for (int64_t r = 0; r < n_rows; r++) {                                                                 \
         const int64_t a = offsets[r], b = offsets[r + 1];                                                  \
         /* last opener, end marker, <think>, </think>, <tool_call>, </tool_call> of the row */            \
@@ -73,10 +76,14 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                             }                                                                              \
                         }                                                                                  \
                     }                                                                                      \
-                    if (rl != current) { run_start[k_runs++] = p; current = rl; }                          \
+                    if (rl != current) {                                                                   \
+                        run_start[k_runs] = p; run_role[k_runs] = (uint8_t)rl; run_row_first[k_runs] = p == a; \
+                        k_runs++; current = rl;                                                            \
+                    }                                                                                      \
                     memset(role + p, rl, (size_t)(q - p));                                                 \
                     memset(boundary + p, 0, (size_t)(q - p));                                              \
                     memset(problem + p, pb, (size_t)(q - p));                                              \
+                    if (pb) k_prob += q - p;                                                               \
                     p = q;                                                                                 \
                     continue;                                                                              \
                 }                                                                                          \
@@ -146,13 +153,20 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
             }                                                                                              \
             if (p == a && !is_s) prob = NO_LEADING_HEADER;                                                 \
             if (p == b - 1 && open_tok && b - a < max_len && prob == 0) prob = UNCLOSED_TURN;              \
-            if (rl != current) { run_start[k_runs++] = p; current = rl; }                                  \
+            if (rl != current) {                                                                           \
+                run_start[k_runs] = p; run_role[k_runs] = (uint8_t)rl; run_row_first[k_runs] = p == a;     \
+                k_runs++; current = rl;                                                                    \
+            }                                                                                              \
             role[p] = (uint8_t)rl;                                                                         \
             boundary[p] = (uint8_t)bd;                                                                     \
             problem[p] = (uint8_t)prob;                                                                    \
+            if (bd) boundary_at[k_bd++] = p;                                                               \
+            k_prob += prob != 0;                                                                           \
             p++;                                                                                           \
         }                                                                                                  \
     }                                                                                                      \
+    noted[0] = k_bd;                                                                                       \
+    noted[1] = k_prob;                                                                                     \
     return k_runs;                                                                                         \
 }
 LABEL_CHATML(dc_label_chatml_i32, int32_t)

@@ -72,7 +72,8 @@ class ShardWork:
     def runs(self) -> content.RoleRuns | None:
         """The labels run-length encoded (cut at row starts): per-role totals and the turn checks read these."""
         labels = self.labels
-        return None if labels is None else content.role_runs(labels.role, self.view.offsets, labels.run_starts)
+        return None if labels is None else content.role_runs(labels.role, self.view.offsets, labels.run_starts,
+                                                             labels.run_roles, labels.run_row_first)
 
     @cached_property
     def role_totals(self) -> tuple[np.ndarray, np.ndarray | None] | None:

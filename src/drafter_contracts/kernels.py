@@ -39,13 +39,13 @@ ASSISTANT_END, END, AFTER_ASSISTANT_END, INJECTED, UNKNOWN_ROLE = 8, 9, 10, 11, 
 NO_LEADING_HEADER, HEADER_IN_OPEN_TURN, STRAY_END, UNKNOWN_ROLE_PROBLEM = 1, 2, 3, 4
 MALFORMED_HEADER, TEXT_OUTSIDE_TURN, UNCLOSED_TURN = 5, 6, 7
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 _P, _I64, _I32, _U64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64
 
 #: argument types per exported function family (the _i32/_i64, _p32/_p64, _c32/_c64 variants share them)
 _SIGNATURES: dict[str, tuple[Any, tuple]] = {
     "label_chatml": (_I64, (_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _I64, _I64, _I64, _I32, _I64, _I64, _I32,
-                            _I64, _I64, _P, _P, _P, _P)),
+                            _I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P)),
     "drain_counts": (_I64, (_P, _I64, _P, _P)),
     "prefix_count": (None, (_P, _I64, _P)),
     "row_hash_sums": (None, (_P, _P, _I32, _P, _I64, _U64, _P)),
@@ -138,10 +138,13 @@ _FLAGS = (np.bool_, np.uint8)
 def label_chatml(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, newline: int, role_of_id: np.ndarray,
                  newline_lead: np.ndarray, think_open: int, think_close: int, has_think: bool, call_open: int,
                  call_close: int, has_call: bool, max_len: int, lowest: int, role: np.ndarray, boundary: np.ndarray,
-                 problem: np.ndarray, run_start: np.ndarray) -> int:
+                 problem: np.ndarray, run_start: np.ndarray, run_role: np.ndarray, run_row_first: np.ndarray,
+                 boundary_at: np.ndarray, noted: np.ndarray) -> int:
     """Fill ``role``/``boundary``/``problem`` for every token of ``ids`` split into rows by ``offsets``,
-    and return k: ``run_start[:k]`` are the first positions of the role runs that
-    ``checks.content.role_runs`` would find (a new run at each role change and row start).
+    and return k: ``run_start[:k]``, ``run_role[:k]`` and ``run_row_first[:k]`` are the role runs that
+    ``checks.content.role_runs`` would find (a new run at each role change and row start). ``noted``
+    (two int64) receives the number of boundary tokens, whose positions fill ``boundary_at``, and
+    the number of tokens with a problem. Per-run outputs hold ``len(ids)``, ``boundary_at`` a third.
 
     The rules are those of ``spans.chatml.label_reference`` read token by token; a run of
     ordinary tokens (ids below ``lowest``, the smallest marker id, away from the positions a
@@ -149,9 +152,14 @@ def label_chatml(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, new
     """
     ids, kind = _ids(ids)
     n = len(ids)
-    for name, arr in (("role", role), ("boundary", boundary), ("problem", problem), ("run_start", run_start)):
+    for name, arr in (("role", role), ("boundary", boundary), ("problem", problem), ("run_start", run_start),
+                      ("run_role", run_role), ("run_row_first", run_row_first)):
         if len(arr) < n:
             raise ValueError(f"{name}: {len(arr)} elements for {n} tokens")
+    if len(boundary_at) < n // 3 + 1:  # a boundary token is two after an opener: at most one in three
+        raise ValueError(f"boundary_at: {len(boundary_at)} elements for {n} tokens")
+    if len(noted) != 2:
+        raise ValueError("noted: must hold two elements")
     _check_offsets(offsets, n)
     return int(_lib()[f"label_chatml_{kind}"](
         _ptr(ids, (np.int32, np.int64), "ids"), _ptr(offsets, (np.int64,), "offsets"), len(offsets) - 1,
@@ -159,7 +167,9 @@ def label_chatml(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, new
         _ptr(newline_lead, _FLAGS, "newline_lead"), len(newline_lead), int(think_open), int(think_close),
         int(bool(has_think)), int(call_open), int(call_close), int(bool(has_call)), int(max_len), int(lowest),
         _ptr(role, (np.uint8,), "role", True), _ptr(boundary, _FLAGS, "boundary", True),
-        _ptr(problem, (np.uint8,), "problem", True), _ptr(run_start, (np.int64,), "run_start", True)))
+        _ptr(problem, (np.uint8,), "problem", True), _ptr(run_start, (np.int64,), "run_start", True),
+        _ptr(run_role, (np.uint8,), "run_role", True), _ptr(run_row_first, _FLAGS, "run_row_first", True),
+        _ptr(boundary_at, (np.int64,), "boundary_at", True), _ptr(noted, (np.int64,), "noted", True)))
 
 
 def _check_offsets(offsets: np.ndarray, n: int) -> None:

@@ -125,16 +125,21 @@ class RoleRuns:
     row_first: np.ndarray  # bool: the run opens a row
 
 
-def role_runs(role: np.ndarray, offsets: np.ndarray, starts: np.ndarray | None = None) -> RoleRuns:
+def role_runs(role: np.ndarray, offsets: np.ndarray, starts: np.ndarray | None = None,
+              run_roles: np.ndarray | None = None, row_first: np.ndarray | None = None) -> RoleRuns:
     """Run-length encode the roles, cutting at row starts (one byte compare per token, then change points only).
 
-    ``starts``: the runs' first positions when the labeller has noted them (``Labels.run_starts``),
-    which leaves only per-run work here.
+    ``starts`` (and ``run_roles``, ``row_first``): what the labeller noted of the runs
+    (``Labels.run_starts``, ...), which leaves only per-run work here, or none.
     """
     n = len(role)
     if not n:
         z = np.zeros(0, dtype=np.int64)
         return RoleRuns(z, z, np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=bool))
+    if starts is not None and run_roles is not None and row_first is not None:
+        end = np.empty_like(starts)
+        end[:-1], end[-1] = starts[1:], n
+        return RoleRuns(starts, end, run_roles, row_first)
     row_start = offsets[:-1][np.diff(offsets) > 0]  # strictly increasing, starts at 0
     if starts is not None:
         start = starts

@@ -19,7 +19,8 @@ def _hits(flags: np.ndarray) -> np.ndarray:
 
 def check_turns_well_formed(view: RowView, a: ShardArrays, labels: Labels) -> CheckResult:
     """Each turn opens with a header, has one known role, and closes before the next opens."""
-    rows, first = first_per_row(np.flatnonzero(labels.problem), view.offsets)
+    problems = np.zeros(0, np.intp) if labels.problem_count == 0 else np.flatnonzero(labels.problem)
+    rows, first = first_per_row(problems, view.offsets)
     codes = labels.problem[view.offsets[rows] + first] if len(rows) else np.zeros(0, np.uint8)
     return row_result("turns_well_formed", a.shard.id, len(view.rows), view.rows[rows], first, codes,
                       {int(k): v for k, v in TURN_PROBLEM_TEXT.items()}, a.shard.start)
@@ -57,7 +58,10 @@ def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
 
 
 def boundary_positions(labels: Labels) -> np.ndarray:
-    """Flat positions of the header/content boundary tokens (~1 K a shard), found once per shard's labels."""
+    """Flat positions of the header/content boundary tokens (~1 K a shard): noted by the compiled
+    labeller, else found once per shard's labels."""
+    if labels.boundary_at is not None:
+        return labels.boundary_at
     cached = labels.__dict__.get("_boundary_at")
     if cached is None:
         cached = labels.__dict__["_boundary_at"] = np.flatnonzero(labels.boundary)

@@ -85,7 +85,8 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
     boundary = np.empty(n, dtype=bool)
     problem = np.empty(n, dtype=np.uint8)
     if n == 0:
-        return Labels(role, boundary, problem)
+        z = np.zeros(0, np.int64)
+        return Labels(role, boundary, problem, z, np.zeros(0, np.uint8), np.zeros(0, np.bool_), z, 0)
     think = profile.think or (profile.start, profile.start)
     call = profile.tool_call or (profile.start, profile.start)
     lowest = min(profile.start, profile.end, *(profile.think or ()), *(profile.tool_call or ()))
@@ -93,12 +94,16 @@ def label(ids: np.ndarray, offsets: np.ndarray, profile: "ChatMLProfile | Compil
         # Exact for the rules: markers are small ids, and lookups clip every huge id alike.
         ids = np.minimum(ids, np.uint64(np.iinfo(np.int64).max)).astype(np.int64)
     ids = np.ascontiguousarray(ids)
-    starts = np.empty(n, dtype=np.int64)
+    # Per-run and per-boundary outputs sized for the worst case (a run per token; a boundary token
+    # is two after its header's opener, so at most one in three); only what is written is touched.
+    starts, run_role, row_first = np.empty(n, np.int64), np.empty(n, np.uint8), np.empty(n, np.bool_)
+    boundary_at, noted = np.empty(n // 3 + 1, np.int64), np.zeros(2, np.int64)
     k = label_chatml(ids, np.ascontiguousarray(offsets, dtype=np.int64),
                      profile.start, profile.end, profile.newline, profile.role_of_id, profile.newline_lead,
                      think[0], think[1], profile.think is not None, call[0], call[1], profile.tool_call is not None,
-                     max_len, lowest, role, boundary, problem, starts)
-    return Labels(role, boundary, problem, starts[:k].copy())
+                     max_len, lowest, role, boundary, problem, starts, run_role, row_first, boundary_at, noted)
+    return Labels(role, boundary, problem, starts[:k].copy(), run_role[:k].copy(), row_first[:k].copy(),
+                  boundary_at[:noted[0]].copy(), int(noted[1]))
 
 
 def label_row(ids: np.ndarray, profile: "ChatMLProfile | CompiledProfile", max_len: int) -> Labels:

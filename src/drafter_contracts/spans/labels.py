@@ -70,3 +70,9 @@ class Labels:
     #: First position of each role run (a new run at every role change and row start), when the
     #: labeller noted them as it went (the compiled ChatML one); else checks.content.role_runs finds them.
     run_starts: np.ndarray | None = None
+    #: Noted by the same labeller as it writes: each run's role and whether it opens a row, the
+    #: boundary tokens' positions and how many tokens carry a problem (scans of the shard spared).
+    run_roles: np.ndarray | None = None
+    run_row_first: np.ndarray | None = None
+    boundary_at: np.ndarray | None = None
+    problem_count: int | None = None
