@@ -143,7 +143,7 @@ def token_pass(view: RowView, id_limit: int) -> TokenPass | None:
     from .kernels import token_pass as kernel
 
     n = len(view.ids)
-    prefix = np.empty(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+    prefix = np.empty(n + 1, dtype=buf.dtype)  # the kernel takes one width for both: int32 below 2**31 tokens
     sums = np.zeros(len(view.rows), dtype=np.uint64)
     outside = np.zeros(1, dtype=np.int64)
     kernel(np.ascontiguousarray(view.ids), np.ascontiguousarray(view.mask).view(np.uint8),
