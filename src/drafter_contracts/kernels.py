@@ -178,15 +178,17 @@ def _check_offsets(offsets: np.ndarray, n: int) -> None:
         raise ValueError(f"offsets: must start at or after 0 and end at or before {n}")
 
 
-def drain_counts(counts: np.ndarray, ids_out: np.ndarray, counts_out: np.ndarray) -> int:
-    """Move the non-zero entries of ``counts`` (in id order) to the sparse outputs, zeroing them:
-    the dense array is a per-process buffer, clean again for the next shard."""
-    if len(ids_out) < np.count_nonzero(counts) or len(counts_out) < len(ids_out):
-        raise ValueError("drain_counts: the outputs are shorter than the non-zero counts")
+def drain_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The non-zero entries of ``counts`` as (int32 ids in order, int64 counts), zeroing them: the
+    dense array is a per-process buffer, clean again for the next shard. The outputs are sized
+    here, from one count of the non-zero entries, so C cannot write past them."""
     kind = _width(counts, "counts", "c")
-    return int(_lib()[f"drain_counts_{kind}"](_ptr(counts, (np.int32, np.int64), "counts", True), len(counts),
-                                             _ptr(ids_out, (np.int32,), "ids_out", True),
-                                             _ptr(counts_out, (np.int64,), "counts_out", True)))
+    k = int(np.count_nonzero(counts))
+    ids_out, counts_out = np.empty(k, dtype=np.int32), np.empty(k, dtype=np.int64)
+    _lib()[f"drain_counts_{kind}"](_ptr(counts, (np.int32, np.int64), "counts", True), len(counts),
+                                   _ptr(ids_out, (np.int32,), "ids_out", True),
+                                   _ptr(counts_out, (np.int64,), "counts_out", True))
+    return ids_out, counts_out
 
 
 def prefix_count(flags: np.ndarray, out: np.ndarray) -> None:

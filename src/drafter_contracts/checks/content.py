@@ -129,8 +129,8 @@ def role_runs(role: np.ndarray, offsets: np.ndarray, starts: np.ndarray | None =
               run_roles: np.ndarray | None = None, row_first: np.ndarray | None = None) -> RoleRuns:
     """Run-length encode the roles, cutting at row starts (one byte compare per token, then change points only).
 
-    ``starts`` (and ``run_roles``, ``row_first``): what the labeller noted of the runs
-    (``Labels.run_starts``, ...), which leaves only per-run work here, or none.
+    ``starts``, ``run_roles`` and ``row_first``: the runs as the labeller noted them
+    (``Labels.run_starts``, ...); given together, no token is read here.
     """
     n = len(role)
     if not n:
@@ -141,12 +141,9 @@ def role_runs(role: np.ndarray, offsets: np.ndarray, starts: np.ndarray | None =
         end[:-1], end[-1] = starts[1:], n
         return RoleRuns(starts, end, run_roles, row_first)
     row_start = offsets[:-1][np.diff(offsets) > 0]  # strictly increasing, starts at 0
-    if starts is not None:
-        start = starts
-    else:
-        cut = role[1:] != role[:-1]
-        cut[row_start[1:] - 1] = True
-        start = np.concatenate(([0], np.flatnonzero(cut) + 1))
+    cut = role[1:] != role[:-1]
+    cut[row_start[1:] - 1] = True
+    start = np.concatenate(([0], np.flatnonzero(cut) + 1))
     end = np.empty_like(start)
     end[:-1], end[-1] = start[1:], n
     row_first = np.zeros(len(start), dtype=bool)

@@ -83,10 +83,8 @@ def drained(buf: np.ndarray) -> dict[str, np.ndarray]:
     """The non-zero entries of a count buffer as sparse counts, zeroing the buffer."""
     from ..kernels import drain_counts
 
-    k = int(np.count_nonzero(buf))
-    out = {"ids": np.empty(k, dtype=np.int32), "counts": np.empty(k, dtype=np.int64)}
-    drain_counts(buf, out["ids"], out["counts"])
-    return out
+    ids, counts = drain_counts(buf)
+    return {"ids": ids, "counts": counts}
 
 
 def sparse_counts(ids: np.ndarray, limit: int = 1 << 24) -> dict[str, np.ndarray]:
