@@ -17,7 +17,7 @@ from typing import Any, Iterable
 ROLE_COLOURS = {
     "system": "#e8e3f7", "user": "#e1effa", "tool": "#fdf0d8", "assistant": "#dcf5e3", "reasoning": "#eaf7d0",
     "tool_call": "#d6f0ee", "header": "#eeeeee", "assistant_end": "#c9e9d2", "end": "#e4e4e4", "outside": "#f6f6f6",
-    "after_assistant_end": "#f0f0f0", "injected": "#ffd2d2", "unknown_role": "#ffd2d2",
+    "after_assistant_end": "#f0f0f0", "injected": "#ffd2d2", "unknown_role": "#ffd2d2", "assistant_header": "#e8e8f4",
 }
 VERDICT_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "warn": "#bc4c00", "skip": "#9a6700"}
 
@@ -180,7 +180,7 @@ def roles_svg(all_tokens: dict[str, float], supervised: dict[str, float]) -> str
 
 
 #: Roles whose tokens speak for themselves (markers): no tag in front of them.
-_UNTAGGED = {"header", "end", "assistant_end", "outside", "after_assistant_end"}
+_UNTAGGED = {"header", "assistant_header", "end", "assistant_end", "outside", "after_assistant_end"}
 
 
 def render_segments(segments: Iterable[dict[str, Any]]) -> str:

@@ -27,6 +27,11 @@ class Role(IntEnum):
     AFTER_ASSISTANT_END = 10  # the newline right after an assistant end marker
     INJECTED = 11  # content of a header that opened inside an open turn (special-token text in content)
     UNKNOWN_ROLE = 12  # content of a turn whose role the family does not define
+    #: Header of an assistant turn, or of a later block of one assistant message (harmony's
+    #: ``<|start|>assistant<|channel|>final<|message|>`` after an analysis block). Kept apart from
+    #: HEADER because conventions differ on it: a generation prompt holds only part of some
+    #: headers, and some training templates tag the whole header as generated.
+    ASSISTANT_HEADER = 13
 
 
 #: Short names used in explanations and summary.json.
