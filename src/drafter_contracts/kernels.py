@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UsageProblem
+from .integrity import InvalidBuffers
 
 # Role and TurnProblem codes as the C file spells them; spans/labels.py holds the enums and
 # tests/test_kernels.py checks that these mirror them.
@@ -160,6 +161,8 @@ def label_chatml(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, new
         raise ValueError(f"boundary_at: {len(boundary_at)} elements for {n} tokens")
     if len(noted) != 2:
         raise ValueError("noted: must hold two elements")
+    if not len(role_of_id) or not len(newline_lead):
+        raise ValueError("role_of_id and newline_lead: empty tables")
     _check_offsets(offsets, n)
     return int(_lib()[f"label_chatml_{kind}"](
         _ptr(ids, (np.int32, np.int64), "ids"), _ptr(offsets, (np.int64,), "offsets"), len(offsets) - 1,
@@ -173,9 +176,17 @@ def label_chatml(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, new
 
 
 def _check_offsets(offsets: np.ndarray, n: int) -> None:
-    """Offsets the loops may trust: int64, at least one, inside [0, n] (non-decreasing is the caller's)."""
-    if len(offsets) == 0 or (len(offsets) > 1 and (offsets[0] < 0 or offsets[-1] > n)):
-        raise ValueError(f"offsets: must start at or after 0 and end at or before {n}")
+    """Offsets the loops may trust: at least one, inside [0, n], never decreasing (else C reads or
+    writes past its buffers). One pass over the rows, not the tokens; ``InvalidBuffers`` is a data
+    defect the engine reports as such."""
+    if not isinstance(offsets, np.ndarray) or offsets.ndim != 1 or len(offsets) == 0:
+        raise InvalidBuffers("offsets: expected a non-empty 1-d array")
+    if offsets[0] < 0 or offsets[-1] > n:
+        raise InvalidBuffers(f"offsets: must start at or after 0 and end at or before {n} (got {int(offsets[0])}.."
+                             f"{int(offsets[-1])})")
+    if len(offsets) > 2 and np.any(offsets[1:] < offsets[:-1]):
+        at = int(np.flatnonzero(offsets[1:] < offsets[:-1])[0])
+        raise InvalidBuffers(f"offsets: decrease at row {at} ({int(offsets[at])} -> {int(offsets[at + 1])})")
 
 
 def drain_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -224,7 +235,8 @@ def token_pass(ids: np.ndarray, mask: np.ndarray, offsets: np.ndarray, r: int, l
     """
     ids, kind = _ids(ids)
     n = len(ids)
-    if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != n or len(mask) != n or len(prefix) != n + 1:
+    _check_offsets(offsets, n)
+    if offsets[0] != 0 or offsets[-1] != n or len(mask) != n or len(prefix) != n + 1:
         raise ValueError("token_pass: offsets must run from 0 to len(ids), with a mask of len(ids) and a prefix of one more")
     if len(sums) < len(offsets) - 1 or len(counts) < limit or prefix.dtype != counts.dtype or len(outside) != 1:
         raise ValueError("token_pass: sums shorter than the rows, counts shorter than limit, prefix and counts of two "
@@ -264,7 +276,7 @@ def run_totals(role: np.ndarray, start: np.ndarray, end: np.ndarray, prefix: np.
     if len(start) != n or len(end) != n:
         raise ValueError("run_totals: role, start and end differ in length")
     if n and (int(role.max()) >= min(len(counts), len(sums))
-              or (has_prefix and (start.min() < 0 or end.max() >= len(prefix)))):
+              or (has_prefix and (min(start.min(), end.min()) < 0 or max(start.max(), end.max()) >= len(prefix)))):
         raise ValueError("run_totals: a code beyond counts/sums, or a run beyond the prefix")
     _lib()[f"run_totals_{_width(prefix, 'prefix', 'p')}"](
         _ptr(role, (np.uint8,), "role"), _ptr(start, (np.int64,), "start"), _ptr(end, (np.int64,), "end"), n,
