@@ -74,7 +74,7 @@ def first_bad_offset(offsets: np.ndarray, n_values: int) -> tuple[int, str] | No
         return (0, "the list offsets buffer is empty")
     o = offsets.astype(np.int64, copy=False)
     if o[0] < 0 or o[0] > n_values:
-        return (0, f"row 0 starts at list offset {int(o[0]):,}, outside the {n_values:,} values of the column")
+        return (0, f"it starts at list offset {int(o[0]):,}, outside the {n_values:,} values of the column")
     past = np.flatnonzero(o[1:] > n_values)
     back = np.flatnonzero(o[1:] < o[:-1])
     first_past = int(past[0]) if len(past) else None
@@ -83,10 +83,10 @@ def first_bad_offset(offsets: np.ndarray, n_values: int) -> tuple[int, str] | No
         return None
     if first_back is None or (first_past is not None and first_past <= first_back):
         r = first_past
-        return (r, f"row {r:,} ends at list offset {int(o[r + 1]):,}, past the end of the {n_values:,} values "
+        return (r, f"it ends at list offset {int(o[r + 1]):,}, past the end of the {n_values:,} values "
                    "(an overwritten offset)")
     r = first_back
-    return (r, f"row {r:,} ends at list offset {int(o[r + 1]):,}, before it starts ({int(o[r]):,}): "
+    return (r, f"it ends at list offset {int(o[r + 1]):,}, before it starts ({int(o[r]):,}): "
                "offsets decrease")
 
 
@@ -324,7 +324,7 @@ def shard_buffers_problem(arrays: Any) -> str | None:
             return f"{name}: offsets run from {int(o[0]):,} to {int(o[-1]):,}, not from 0 to its {len(col.values):,} values"
         found = first_bad_offset(o, len(col.values))
         if found is not None:
-            return f"{name}: {found[1]}"
+            return f"{name}, row {found[0]:,} of the shard: {found[1]}"
         if col.null_rows is not None and len(col.null_rows) != n_rows:
             return f"{name}: a validity bitmap of {len(col.null_rows):,} rows for {n_rows:,}"
         if col.null_elements is not None and len(col.null_elements) != len(col.values):
