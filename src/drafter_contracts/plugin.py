@@ -181,6 +181,13 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.unregister(name="hypothesispytest")
 
 
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """One line when the numpy references stand in for the compiled kernels (kernels.fallback_warning)."""
+    if _engine(config) is None or hasattr(config, "workerinput"):
+        return None
+    return kernels.fallback_warning()
+
+
 def _configure_properties(config: pytest.Config) -> None:
     """``--masker``: build the masker context once (bad input: exit 4) and run the properties suite."""
     from hypothesis import settings
@@ -384,6 +391,7 @@ class ContractRun:
             "dataset": dataset,
             "contract": engine.contract.to_dict(),
             "tokenizer": tokenizer_fingerprint(engine.vocab),
+            "kernels": kernels.backend(),
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
         }
 
