@@ -229,7 +229,7 @@ def _check_offsets(offsets: np.ndarray, n: int) -> None:
     if offsets[0] < 0 or offsets[-1] > n:
         raise InvalidBuffers(f"offsets: must start at or after 0 and end at or before {n} (got {int(offsets[0])}.."
                              f"{int(offsets[-1])})")
-    if len(offsets) > 2 and np.any(offsets[1:] < offsets[:-1]):
+    if len(offsets) > 1 and np.any(offsets[1:] < offsets[:-1]):
         at = int(np.flatnonzero(offsets[1:] < offsets[:-1])[0])
         raise InvalidBuffers(f"offsets: decrease at row {at} ({int(offsets[at])} -> {int(offsets[at + 1])})")
 
