@@ -27,7 +27,8 @@ from drafter_contracts.integrity import file_state
 from drafter_contracts.report.schema import validate_summary
 
 KILLER = textwrap.dedent('''
-    """Test-only plugin: SIGKILL this process from inside one check of one shard (xdist workers only)."""
+    """Test-only plugin: SIGKILL this process from inside one check of one shard, or one dataset-level
+    check (xdist workers only)."""
     import os
     import signal
 
@@ -37,14 +38,19 @@ KILLER = textwrap.dedent('''
             return
         from drafter_contracts.engine import Engine
 
-        real = Engine._run
+        real, real_dataset = Engine._run, Engine.dataset_check
 
         def run(self, w, check):
-            if check == "turns_well_formed" and w.shard.id.startswith(os.environ["KILL_SHARD"]):
+            if check == "turns_well_formed" and w.shard.id.startswith(os.environ.get("KILL_SHARD", "-")):
                 os.kill(os.getpid(), signal.SIGKILL)
             return real(self, w, check)
 
-        Engine._run = run
+        def dataset_check(self, check):
+            if check == os.environ.get("KILL_CHECK"):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real_dataset(self, check)
+
+        Engine._run, Engine.dataset_check = run, dataset_check
 ''')
 
 
@@ -121,6 +127,28 @@ def test_a_worker_killed_mid_shard_leaves_every_row_contract_incomplete(tmp_path
     page = (report / "report.html").read_text()
     assert 'data-verdict="incomplete"' in page and 'id="unchecked"' in page and "shard-00002[800:1200]" in page
     assert tree_hashes(clean_dataset) == before
+
+
+def test_a_worker_killed_in_a_dataset_level_test_leaves_that_contract_incomplete(tmp_path, clean_dataset, tokenizer_dir):
+    """The tokenizer drift test loads the tokenizer (~0.7 GB): the likeliest victim of an OOM kill. Its
+    contract must not vanish from the reports while everything else passes."""
+    (tmp_path / "killer.py").write_text(KILLER)
+    report = tmp_path / "reports"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "KILL_CHECK": "tokenizer_drift"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "killer", "-p", "no:cacheprovider",
+                           f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", "--shard-size=1000",
+                           "--expected-count=2000", f"--report-dir={report}", "-n", "2"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    summary = json.loads((report / "summary.json").read_text())
+    assert validate_summary(summary) == []
+    drift = summary["checks"]["tokenizer_drift"]
+    assert drift["verdict"] == "incomplete" and "its worker died while running it" in drift["messages"][-1]
+    assert [u["check"] for u in summary["unreported"]] == ["tokenizer_drift"] and summary["unchecked"] == []
+    assert summary["checks"]["all_shards_checked"]["verdict"] == "fail"
+    assert "NO VERDICT test_tokenizer_drift: its worker died" in proc.stdout
+    assert "test_tokenizer_drift" in (report / "report.html").read_text()
 
 
 @pytest.fixture

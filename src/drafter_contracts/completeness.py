@@ -35,7 +35,11 @@ _SHARD_PARAM = re.compile(r"\[(shard-\d+\[\d+:\d+\])\]$")
 class Coverage:
     """Controller-side record of the shard tests: expected, arrived, refused, lost (and why)."""
 
-    def __init__(self, shards: list[Shard]) -> None:
+    def __init__(self, shards: list[Shard], dataset_checks: Iterable[str] = ()) -> None:
+        self.dataset_checks = frozenset(dataset_checks)  # contracts with a test of their own (test_schema, ...)
+        self.tests_expected: dict[str, str] = {}  # check -> nodeid, collected to run
+        self.tests_arrived: set[str] = set()
+        self.tests_lost: dict[str, str] = {}
         self.by_id = {s.id: s for s in shards}
         self.by_index = {s.index: s for s in shards}
         self.expected: set[int] | None = None  # None until collection says which shard tests will run
@@ -47,16 +51,27 @@ class Coverage:
         m = _SHARD_PARAM.search(nodeid)
         return self.by_id.get(m.group(1)) if m else None
 
+    def check_of(self, nodeid: str) -> str | None:
+        """The dataset-level contract a test node runs (``...::test_schema`` -> ``schema``), if any."""
+        name = nodeid.rsplit("::", 1)[-1].removeprefix("test_")
+        return name if "::" in nodeid and name in self.dataset_checks else None
+
     def expect(self, nodeids: Iterable[str]) -> None:
-        """Shard tests collected to run (xdist: every worker collects the same ones)."""
+        """Tests collected to run (xdist: every worker collects the same ones)."""
+        nodeids = list(nodeids)
         found = {s.index for s in map(self.shard_of, nodeids) if s is not None}
         self.expected = found if self.expected is None else self.expected | found
+        for nodeid in nodeids:
+            check = self.check_of(nodeid)
+            if check is not None:
+                self.tests_expected[check] = nodeid
 
     def note(self, nodeid: str, when: str, outcome: str, has_results: bool, unread: str | None,
              longrepr: str | None) -> None:
         """One test report: results arrived, or (a crash's ``???`` report, a failed setup) why they did not."""
         shard = self.shard_of(nodeid)
         if shard is None:
+            self._note_test(nodeid, when, outcome, has_results, longrepr)
             return
         if has_results:
             self.arrived.add(shard.index)
@@ -71,6 +86,27 @@ class Coverage:
                 self.lost[shard.index] = f"its worker died while checking it ({text}; killed by the OOM killer?)"
             elif shard.index not in self.arrived:
                 self.lost[shard.index] = f"its test errored before reporting ({text})"
+
+    def _note_test(self, nodeid: str, when: str, outcome: str, has_results: bool, longrepr: str | None) -> None:
+        check = self.check_of(nodeid)
+        if check is None:
+            return
+        if has_results:
+            self.tests_arrived.add(check)
+            self.tests_lost.pop(check, None)
+        elif when == "???":
+            first = (longrepr or "").strip().splitlines()
+            self.tests_lost[check] = (f"its worker died while running it ({first[0] if first else 'crashed'}; "
+                                      "killed by the OOM killer?)")
+        elif outcome == "failed" and when in ("setup", "call") and check not in self.tests_arrived:
+            first = (longrepr or "").strip().splitlines()
+            self.tests_lost[check] = f"its test errored before reporting ({first[0] if first else 'no message'})"
+
+    def unreported(self) -> list[dict[str, Any]]:
+        """Dataset-level contract tests collected to run that sent no verdict, and why."""
+        return [{"check": check, "test": nodeid,
+                 "reason": self.tests_lost.get(check, "no result arrived (the run stopped before it)")}
+                for check, nodeid in sorted(self.tests_expected.items()) if check not in self.tests_arrived]
 
     def unchecked(self) -> list[dict[str, Any]]:
         """Every expected shard without checked results, with its rows and why, in shard order."""
@@ -89,8 +125,10 @@ class Coverage:
         return out
 
     def result(self) -> CheckResult:
-        """``all_shards_checked``: every shard collected to run sent checked results."""
+        """``all_shards_checked``: every shard collected to run sent checked results, and every
+        dataset-level contract test its verdict."""
         missing = self.unchecked()
+        silent = self.unreported()
         expected = self.expected if self.expected is not None else self.arrived | set(self.lost)
         rows_expected = sum(self.by_index[i].rows for i in expected)
         rows_missing = sum(u["rows"][1] - u["rows"][0] for u in missing)
@@ -106,6 +144,10 @@ class Coverage:
             again = f"; re-run the lost shards (one alone: -k {lost[0].split('[')[0]})" if lost else ""
             message = (f"{len(missing)} of {len(expected)} shards ({rows_missing:,} of {rows_expected:,} rows) were not "
                        f"checked: {parts}{more}. Every per-row contract is incomplete{again}")
+        if silent:
+            tests = "; ".join(f"{u['test'].rsplit('::', 1)[-1]}: {u['reason']}" for u in silent)
+            message = (message + ". " if message else "") + (
+                f"{len(silent)} contract test(s) sent no verdict: {tests}; those contracts are incomplete, re-run them")
         return CheckResult(SHARDS_CHECK, "dataset", rows_checked=rows_expected - rows_missing,
                            rows_violating=rows_missing, message=message)
 

@@ -329,7 +329,8 @@ class ContractRun:
         self.artifacts: list[str] = []
         self._module_prefix: str | None = None
         self.raw: list[dict[str, Any]] = []  # what merge-reports replays (see report/merge.py)
-        self.coverage = Coverage(engine.shards)  # which shard tests ran, which reported, why not (completeness.py)
+        # which shard and contract tests ran, which reported, why not (completeness.py)
+        self.coverage = Coverage(engine.shards, DATASET_CHECKS + ("tokenizer_drift",))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.coverage.expect(item.nodeid for item in session.items)
@@ -342,7 +343,8 @@ class ContractRun:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         unpack(report)
         own = dict(report.user_properties)
-        self.coverage.note(report.nodeid, report.when, report.outcome, RESULTS_KEY in own, own.get(UNREAD_KEY),
+        self.coverage.note(report.nodeid, report.when, report.outcome, RESULTS_KEY in own or RESULT_KEY in own,
+                           own.get(UNREAD_KEY),
                            None if report.longrepr is None else str(report.longrepr))
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             reason = None
@@ -462,7 +464,7 @@ class ContractRun:
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
                                      DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k,
-                                     counts, unchecked, SHARD_CHECKS)
+                                     counts, unchecked, SHARD_CHECKS, self.coverage.unreported())
         self.summary.update(split_section(engine, self.raw))
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()

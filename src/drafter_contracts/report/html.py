@@ -254,13 +254,16 @@ def _check_detail(c: dict[str, Any]) -> str:
 
 def _unchecked(summary: dict[str, Any]) -> str:
     """The shards the run set out to check but did not, each with its rows and why."""
-    items = summary.get("unchecked") or []
-    if not items:
+    items, silent = summary.get("unchecked") or [], summary.get("unreported") or []
+    if not items and not silent:
         return ""
     rows = "".join(f'<tr><td><code>{_e(u["shard"])}</code></td><td class="num">{u["rows"][0]:,}..{u["rows"][1] - 1:,}</td>'
                    f'<td>{_e(u["reason"])}</td></tr>' for u in items)
-    return (f'<h2 id="unchecked">Shards not checked</h2><p>{len(items)} shard(s): the per-row contracts are incomplete.</p>'
-            f'<table><thead><tr><th>shard</th><th>rows</th><th>why</th></tr></thead><tbody>{rows}</tbody></table>')
+    rows += "".join(f'<tr><td><code>{_e(u["test"].rsplit("::", 1)[-1])}</code></td><td>no verdict</td>'
+                    f'<td>{_e(u["reason"])}</td></tr>' for u in silent)
+    return (f'<h2 id="unchecked">Not checked</h2><p>{len(items)} shard(s) and {len(silent)} contract test(s) did not '
+            f'report: the contracts concerned are incomplete.</p>'
+            f'<table><thead><tr><th>shard or test</th><th>rows</th><th>why</th></tr></thead><tbody>{rows}</tbody></table>')
 
 
 def render(summary: dict[str, Any]) -> str:

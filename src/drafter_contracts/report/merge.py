@@ -161,7 +161,9 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
     from ..engine import SHARD_CHECKS
 
     unchecked = sorted((u for _, d in parts for u in d.get("unchecked", [])), key=lambda u: u["index"])
-    summary = build_summary(meta, recorder, total, 0, order, counts=counts, unchecked=unchecked, row_checks=SHARD_CHECKS)
+    unreported = [u for _, d in parts for u in d.get("unreported", [])]
+    summary = build_summary(meta, recorder, total, 0, order, counts=counts, unchecked=unchecked, row_checks=SHARD_CHECKS,
+                            unreported=unreported)
     summary["split"] = {"k": 1, "n": 1, "merged_parts": n, "shards_total": total,
                         "shards": sorted(i for _, d in parts for i in d["split"]["shards"]),
                         "rows": sorted(r for _, d in parts for r in d["split"]["rows"]),

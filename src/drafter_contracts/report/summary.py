@@ -134,13 +134,15 @@ _UNSET: Any = object()
 
 def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exit_status: int,
                   order: tuple[str, ...] = (), top_k: int = 100, counts: Any = _UNSET,
-                  unchecked: list[dict[str, Any]] | None = None, row_checks: tuple[str, ...] = ()) -> dict[str, Any]:
+                  unchecked: list[dict[str, Any]] | None = None, row_checks: tuple[str, ...] = (),
+                  unreported: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The summary.json document; ``order`` fixes the order of checks (reports arrive in any order).
 
     ``counts``: the shards' supervised-id counts already merged by the caller (the controller
     merges them once for token_freq too), else merged here. ``unchecked``: shards the run set
     out to check but did not (``completeness.Coverage.unchecked``); each of ``row_checks`` is
-    then ``incomplete`` unless it failed on the rows it saw.
+    then ``incomplete`` unless it failed on the rows it saw. ``unreported``: dataset-level contract
+    tests that sent no verdict (``Coverage.unreported``): each of those is ``incomplete`` too.
     """
     rank = {name: i for i, name in enumerate(order)}
     checks = {}
@@ -162,13 +164,20 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
         }
     if unchecked:
         mark_incomplete(checks, unchecked, row_checks)
+    for u in unreported or []:
+        note = f"{u['test'].rsplit('::', 1)[-1]} sent no verdict: {u['reason']} (see all_shards_checked)"
+        c = checks.setdefault(u["check"], _incomplete_entry())
+        if c["verdict"] != "fail":
+            c["verdict"], c["messages"] = "incomplete", [*c["messages"], note]
+    checks = dict(sorted(checks.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
     shards = [recorder.stats[k] for k in sorted(recorder.stats)]
     if counts is _UNSET:
         counts = recorder.supervised_counts()
     # Timings live apart from the verdicts, so verdicts are identical whatever -n was. Microseconds:
     # a mask check that a clean shard settles from its per-role totals takes ~50 µs a shard.
     meta = {**meta, "timing": {**meta.get("timing", {}),
-                               "per_check_seconds": {n: round(recorder.checks[n]["seconds"], 6) for n in checks}}}
+                               "per_check_seconds": {n: round(recorder.checks.get(n, {}).get("seconds", 0.0), 6)
+                                                     for n in checks}}}
     return {
         "schema_version": SCHEMA_VERSION,
         **meta,
@@ -180,7 +189,14 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
         "supervised_id_counts": _counts_json(counts),
         "shards": shards,
         "unchecked": list(unchecked or []),
+        "unreported": list(unreported or []),
     }
+
+
+def _incomplete_entry() -> dict[str, Any]:
+    return {"verdict": "incomplete", "tests": 0, "passed": 0, "failed": 0, "skipped": 0, "rows_checked": 0,
+            "rows_violating": 0, "by_reason": {}, "examples": [], "messages": [], "skip_reasons": [], "details": [],
+            "report_only": False, "global": False}
 
 
 def mark_incomplete(checks: dict[str, dict[str, Any]], unchecked: list[dict[str, Any]],
@@ -199,10 +215,7 @@ def mark_incomplete(checks: dict[str, dict[str, Any]], unchecked: list[dict[str,
     for name in row_checks:
         c = checks.get(name)
         if c is None:
-            checks[name] = {"verdict": "incomplete", "tests": 0, "passed": 0, "failed": 0, "skipped": 0,
-                            "rows_checked": 0, "rows_violating": 0, "by_reason": {}, "examples": [],
-                            "messages": [note], "skip_reasons": [], "details": [], "report_only": False,
-                            "global": False, "unchecked": [u["shard"] for u in unchecked]}
+            checks[name] = {**_incomplete_entry(), "messages": [note], "unchecked": [u["shard"] for u in unchecked]}
             continue
         own_skip = c["verdict"] == "skip" and any(r not in reasons for r in c["skip_reasons"])
         if c["verdict"] == "fail" or own_skip:
@@ -281,6 +294,8 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards (tests were deselected or skipped)")
     for u in summary.get("unchecked") or []:
         lines.append(f"NOT CHECKED {u['shard']} (rows {u['rows'][0]:,}..{u['rows'][1] - 1:,}): {u['reason']}")
+    for u in summary.get("unreported") or []:
+        lines.append(f"NO VERDICT {u['test'].rsplit('::', 1)[-1]}: {u['reason']}")
     if f.get("anchor_positions") is not None:
         lines.append(f"DFlash anchor positions (supervised, outside each row's last block_size tokens) "
                      f"{f['anchor_positions']:,}")
