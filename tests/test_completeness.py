@@ -206,3 +206,32 @@ def test_a_data_file_replaced_during_the_run_fails(pytester, copy_of_small, toke
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
     assert "data-00001-of-00002.arrow was replaced" in summary["checks"]["dataset_unchanged"]["messages"][0]
     assert [u["shard"] for u in summary["unchecked"]] == ["shard-00002[200:300]"]
+
+
+def test_a_row_over_max_shard_tokens_is_refused_with_a_clear_line(pytester, clean_dataset, tokenizer_dir):
+    """One enormous row (30 rows glued together) cannot be split without changing what it means: its
+    shard is not read (a worker's memory stays bounded by --max-shard-tokens), and the run says so."""
+    from datasets import load_from_disk
+
+    from drafter_contracts.fixtures.generate import rows_table, save_table
+
+    ds = load_from_disk(str(clean_dataset)).select(range(60))
+    rows = [(list(r["input_ids"]), list(r["loss_mask"])) for r in ds]
+    giant = (sum((ids for ids, _ in rows[:30]), []), sum((m for _, m in rows[:30]), []))
+    folder = pytester.path / "ds"
+    save_table(rows_table([*rows[30:45], giant, *rows[45:]]), folder, 1)
+    tokens = len(giant[0])
+    assert tokens > 5000
+    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", f"--tokenizer={tokenizer_dir}",
+                                          "--max-shard-tokens=5000", "--report-dir=reports", "-p", "no:cacheprovider")
+    assert result.ret == 1
+    summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
+    refused = [u for u in summary["unchecked"] if u["rows"] == [15, 16]]
+    assert len(refused) == 1 and len(summary["unchecked"]) == 1
+    assert refused[0]["reason"] == (f"not read: row 15 holds {tokens:,} tokens, more than max_shard_tokens (5,000) allows "
+                                    f"in a shard: not read, so that a worker's memory stays bounded (pass "
+                                    f"--max-shard-tokens {tokens} to check it anyway)")
+    assert summary["checks"]["seq_len_bounds"]["verdict"] == "incomplete"
+    assert summary["figures"]["rows_checked"] == 30
+    assert summary["figures"]["shards_covered"] == summary["figures"]["shards_total"] - 1
+    assert "NOT CHECKED" in result.stdout.str() and f"row 15 holds {tokens:,} tokens" in result.stdout.str()
