@@ -229,8 +229,8 @@ def test_a_row_over_max_shard_tokens_is_refused_with_a_clear_line(pytester, clea
     refused = [u for u in summary["unchecked"] if u["rows"] == [15, 16]]
     assert len(refused) == 1 and len(summary["unchecked"]) == 1
     assert refused[0]["reason"] == (f"not read: row 15 holds {tokens:,} tokens, more than max_shard_tokens (5,000) allows "
-                                    f"in a shard: not read, so that a worker's memory stays bounded (pass "
-                                    f"--max-shard-tokens {tokens} to check it anyway)")
+                                    f"in a shard (the bound on a worker's memory); pass --max-shard-tokens {tokens} to "
+                                    "check it anyway")
     assert summary["checks"]["seq_len_bounds"]["verdict"] == "incomplete"
     assert summary["figures"]["rows_checked"] == 30
     assert summary["figures"]["shards_covered"] == summary["figures"]["shards_total"] - 1

@@ -230,8 +230,8 @@ class Engine:
             tokens = int(self.row_lengths[shard.start])
             if tokens > self.contract.max_shard_tokens:
                 reason = (f"row {shard.start:,} holds {tokens:,} tokens, more than max_shard_tokens "
-                          f"({self.contract.max_shard_tokens:,}) allows in a shard: not read, so that a worker's memory "
-                          f"stays bounded (pass --max-shard-tokens {tokens} to check it anyway)")
+                          f"({self.contract.max_shard_tokens:,}) allows in a shard (the bound on a worker's memory); "
+                          f"pass --max-shard-tokens {tokens} to check it anyway")
         if reason is None:
             changed = state_changes(self.files_at_start, file_state(self.dataset.path, self.dataset.files))
             if changed:
