@@ -85,6 +85,11 @@ def test_merged_verdict_equals_single_machine_verdict(runs, violating, tmp_path)
     drift_m, drift_s = merged["checks"]["tokenizer_drift"], single["checks"]["tokenizer_drift"]
     assert (drift_m["verdict"], drift_m["rows_checked"], drift_m["tests"]) == (drift_s["verdict"], drift_s["rows_checked"], N)
     per_part.add("tokenizer_drift")
+    # Each part says whether its own shards were all checked on unchanged files: one test per part.
+    for name in ("all_shards_checked", "dataset_unchanged"):
+        m, s1 = merged["checks"][name], single["checks"][name]
+        assert (m["verdict"], m["rows_checked"], m["tests"]) == (s1["verdict"], s1["rows_checked"], N), name
+        per_part.add(name)
     assert {k: v for k, v in merged["checks"].items() if k not in per_part} == \
         {k: v for k, v in single["checks"].items() if k not in per_part}
     assert "compared within each of the 3 parts only" in merged["checks"]["duplicate_rows"]["messages"][-1]

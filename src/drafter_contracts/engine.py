@@ -20,6 +20,8 @@ from .checks import content, dataset_level, drift, rows, spans, token_freq
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
+from .integrity import CHECK as INTEGRITY_CHECK, Integrity, InvalidBuffers, check_metadata, file_state, scan_tables
+from .integrity import shard_buffers_problem, state_changes
 from .report.profile import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult, Violation
 from .spans import chatml
@@ -30,9 +32,9 @@ from .vocab import Vocabulary
 #: Per-row contracts in the order tests are collected and reported.
 ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_len_bounds", "ids_known",
               "min_supervised", "turns_well_formed", "mask_on_assistant_spans", "mask_covers_assistant_spans")
-DATASET_CHECKS = ("schema", "row_count", "not_empty")
+DATASET_CHECKS = (INTEGRITY_CHECK, "schema", "row_count", "not_empty")
 #: Issue 5: whole-dataset token_freq.pt, sampled tokenizer drift, report-only content contracts.
-GLOBAL_CHECKS = ("token_freq", "tokenizer_drift")
+GLOBAL_CHECKS = ("token_freq", "tokenizer_drift", "all_shards_checked", "dataset_unchanged")
 CONTENT_CHECKS = content.CONTENT_CHECKS
 #: What one shard's test runs, in report order.
 SHARD_CHECKS = ROW_CHECKS + tuple(c for c in CONTENT_CHECKS)
@@ -54,7 +56,15 @@ class ShardWork:
 
     @cached_property
     def arrays(self) -> ShardArrays:
-        return self.dataset.read(self.shard)
+        """The shard's columns, their offsets re-checked: the files may have changed since the integrity scan."""
+        try:
+            arrays = self.dataset.read(self.shard)
+        except (ValueError, IndexError, pa.ArrowException) as exc:  # only damaged buffers make a read fail
+            raise InvalidBuffers(f"{self.shard.id} cannot be read ({type(exc).__name__}: {exc})") from None
+        problem = shard_buffers_problem(arrays)
+        if problem:
+            raise InvalidBuffers(f"{self.shard.id}: {problem}")
+        return arrays
 
     @cached_property
     def view(self) -> RowView:
@@ -184,13 +194,49 @@ class Engine:
     split: tuple[int, int] | None = None  # (K, N): check only the K-th of N shard groups (--split K/N)
 
     def __post_init__(self) -> None:
+        self.files_at_start = file_state(self.dataset.path, self.dataset.files)  # a change mid-run fails the run
+        self.buffer_problems: dict[int, str] = {}  # shards whose buffers a kernel wrapper or re-check refused
+        self._gates: dict[int, str | None] = {}
         if self.vocab is not None and self.profile is None:
             self.oracle = make_oracle(self.vocab, self.contract.template_profile, self.contract.family)
             self.profile = self.oracle.labeller_profile
 
     @cached_property
+    def integrity(self) -> Integrity:
+        """Every record batch validated (offsets only: ~0.05 ms a shard); before anything reads a token."""
+        return scan_tables([(f.name, t) for f, t in zip(self.dataset.files, self.dataset._tables)])
+
+    @cached_property
     def row_lengths(self) -> np.ndarray | None:
-        return self.dataset.row_lengths()
+        lengths = self.dataset.row_lengths()
+        return None if lengths is None else self.integrity.usable_lengths(lengths)
+
+    def unreadable(self, shard: Shard) -> str | None:
+        """Why a shard must not be read: damaged buffers, a row over max_shard_tokens, files changed mid-run.
+
+        Decided once per shard (the file check is a few stat calls when the shard opens), except
+        that a defect the wrappers catch while the shard runs gates its remaining contracts too.
+        """
+        if shard.index in self.buffer_problems:
+            return f"invalid Arrow buffers (see test_arrow_integrity): {self.buffer_problems[shard.index]}"
+        if shard.index not in self._gates:
+            self._gates.clear()  # one shard at a time, like its results
+            self._gates[shard.index] = self._gate(shard)
+        return self._gates[shard.index]
+
+    def _gate(self, shard: Shard) -> str | None:
+        reason = self.integrity.unreadable(shard.start, shard.stop)
+        if reason is None and self.row_lengths is not None and shard.rows == 1:
+            tokens = int(self.row_lengths[shard.start])
+            if tokens > self.contract.max_shard_tokens:
+                reason = (f"row {shard.start:,} holds {tokens:,} tokens, more than max_shard_tokens "
+                          f"({self.contract.max_shard_tokens:,}) allows in a shard (the bound on a worker's memory); "
+                          f"pass --max-shard-tokens {tokens} to check it anyway")
+        if reason is None:
+            changed = state_changes(self.files_at_start, file_state(self.dataset.path, self.dataset.files))
+            if changed:
+                reason = f"the dataset's files changed during the run: {'; '.join(changed)} (see test_dataset_unchanged)"
+        return reason
 
     @cached_property
     def all_shards(self) -> list[Shard]:
@@ -235,6 +281,8 @@ class Engine:
         return None
 
     def dataset_check(self, check: str) -> CheckResult:
+        if check == INTEGRITY_CHECK:
+            return self.integrity.result(check_metadata(self.dataset.path, self.dataset.schema))
         if check == "schema":
             return dataset_level.check_schema(self.dataset.column_types(), self.contract)
         if check == "row_count":
@@ -258,25 +306,36 @@ class Engine:
         return self._work
 
     def stats(self, shard: Shard) -> dict | None:
-        """Per-shard figures (None when input_ids is unusable)."""
-        if "input_ids" in self.column_problems:
+        """Per-shard figures (None when input_ids is unusable or the shard is not read)."""
+        if "input_ids" in self.column_problems or self.unreadable(shard):
             return None
         if shard.index not in self._stats:
-            self._stats[shard.index] = self.work(shard).stats()
+            try:
+                self._stats[shard.index] = self.work(shard).stats()
+            except InvalidBuffers as exc:  # the shard's contracts skip with this reason (shard_check)
+                self.buffer_problems[shard.index] = str(exc)
+                return None
         return self._stats[shard.index]
 
     def shard_check(self, shard: Shard, check: str) -> CheckResult:
         key = (shard.index, check)
         if key not in self._results:
             reason = self.skip_reason(check)
-            if reason is not None and check not in ("no_nulls", "no_empty_rows", "lengths_agree"):
+            unreadable = self.unreadable(shard)
+            if unreadable is not None:
+                self._results[key] = CheckResult(check, shard.id, skipped=unreadable)
+            elif reason is not None and check not in ("no_nulls", "no_empty_rows", "lengths_agree"):
                 self._results[key] = CheckResult(check, shard.id, skipped=reason)
             elif check not in _RAW_CHECKS and shard.rows and not len(self.work(shard).view.rows):
                 self._results[key] = CheckResult(check, shard.id, skipped=(
                     f"all {shard.rows:,} rows of {shard.id} are null, empty or have skewed lengths "
                     "(see test_no_nulls, test_no_empty_rows, test_lengths_agree)"))
             else:
-                self._results[key] = self._run(self.work(shard), check)
+                try:
+                    self._results[key] = self._run(self.work(shard), check)
+                except InvalidBuffers as exc:  # a data defect the wrappers or the re-read caught: no tool bug
+                    self.buffer_problems[shard.index] = str(exc)
+                    self._results[key] = CheckResult(check, shard.id, skipped=self.unreadable(shard))
         return self._results[key]
 
     def _run(self, w: ShardWork, check: str) -> CheckResult:
@@ -321,7 +380,10 @@ class Engine:
 
     def row(self, index: int) -> tuple[np.ndarray, np.ndarray | None, int | None]:
         """One row's ids, mask and seq_len (for explanations): a one-row shard read."""
-        a = self.dataset.read(Shard(-1, index, index + 1))
+        reason = self.integrity.unreadable(index, index + 1)
+        if reason is not None:
+            raise InvalidBuffers(reason)
+        a = ShardWork(self.dataset, Shard(-1, index, index + 1), self.contract, None).arrays
         ids = a.input_ids.values if a.input_ids is not None else np.zeros(0, np.int64)
         mask = None
         if a.loss_mask is not None:
@@ -337,9 +399,10 @@ class Engine:
         The first 1,000 rows (~300 K ids) decide it: reading all of a 3.4 M-token first
         shard cost the controller ~35 ms before any worker could start.
         """
-        if self.vocab is None or "input_ids" in self.column_problems or not self.all_shards:
+        readable = [s for s in self.all_shards if self.integrity.unreadable(s.start, s.stop) is None]
+        if self.vocab is None or "input_ids" in self.column_problems or not readable:
             return None
-        first = self.all_shards[0]
+        first = readable[0]
         ids = self.dataset.read(Shard(first.index, first.start, min(first.stop, first.start + 1000))).input_ids.values
         if not len(ids):
             return None
@@ -449,7 +512,8 @@ class Engine:
         # Rows per shard from the whole plan, drawn from this part's shards: the parts of a
         # --split run sample exactly the rows one machine would have.
         k = drift.rows_per_shard(self.contract.drift.sample_rows, len(self.all_shards))
-        picked = drift.global_sample(self.shards, k, self.contract.drift.seed)
+        readable = [s for s in self.shards if self.unreadable(s) is None]  # damaged rows are arrow_integrity's
+        picked = drift.global_sample(readable, k, self.contract.drift.seed)
         part = self.dataset.take_rows(picked)  # sorted by global_sample
         a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),
                         _list_column(part.column("loss_mask")) if "loss_mask" not in self.column_problems else None,

@@ -24,13 +24,22 @@ from __future__ import annotations
 
 import ctypes
 import importlib.machinery
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import kernels_numpy as reference
 from .errors import UsageProblem
+from .integrity import InvalidBuffers
+
+#: ``numpy``: run the numpy references (as an install without a C compiler does); a path: load
+#: that build of ``_kernels.c`` instead of the package's (the sanitizer build, ``.ci/sanitize``).
+KERNELS_ENV = "DRAFTER_CONTRACTS_KERNELS"
+#: What the numpy references cost against the compiled loops on the benchmark (docs/reliability.md).
+NUMPY_SLOWDOWN = "about 12x slower per token (913,786 rows at -n 2: ~90 s instead of ~25 s)"
 
 # Role and TurnProblem codes as the C file spells them; spans/labels.py holds the enums and
 # tests/test_kernels.py checks that these mirror them.
@@ -72,12 +81,22 @@ def library_path() -> Path | None:
 
 
 @lru_cache(maxsize=1)
-def _lib() -> dict[str, Any]:
-    """Open the library once per process and type every function it exports."""
-    path = library_path()
+def _lib() -> dict[str, Any] | None:
+    """Open the library once per process and type every function it exports; None: the numpy references.
+
+    An install without a C compiler has no library (``setup.py`` builds it as an optional
+    extension): the wrappers then run ``kernels_numpy``, with the same checks and results.
+    A library that is there but unusable (another ABI, a failed load) is a usage error:
+    it means a stale or broken build, which a rebuild fixes.
+    """
+    choice = os.environ.get(KERNELS_ENV, "").strip()
+    if choice.lower() == "numpy":
+        return None
+    path = Path(choice).expanduser() if choice else library_path()
     if path is None:
-        raise UsageProblem(f"{Path(__file__).parent}: the compiled kernels (_kernels.c) were not built; "
-                           "reinstall with 'pip install -e .' (or 'pip install .') on a machine with a C compiler")
+        return None
+    if not path.is_file():
+        raise UsageProblem(f"${KERNELS_ENV}={choice}: no such file; pass a built _kernels library, 'numpy', or unset it")
     try:
         lib = ctypes.CDLL(str(path))
         version = lib.dc_abi_version()
@@ -97,12 +116,32 @@ def _lib() -> dict[str, Any]:
     return out
 
 
-def load() -> Path:
-    """Open the library now (a usage error, not a test error, when it is missing); returns its path."""
-    _lib()
-    path = library_path()
-    assert path is not None
-    return path
+def load() -> Path | None:
+    """Open the library now (a broken build is a usage error, not a test error); its path, or None
+    when the numpy references run (no library built, or ``$DRAFTER_CONTRACTS_KERNELS=numpy``)."""
+    if _lib() is None:
+        return None
+    choice = os.environ.get(KERNELS_ENV, "").strip()
+    return Path(choice).expanduser() if choice else library_path()
+
+
+def backend() -> dict[str, Any]:
+    """Which loops run and why, for summary.json and the warning line."""
+    path = load()
+    if path is not None:
+        return {"backend": "c", "library": str(path)}
+    why = (f"${KERNELS_ENV}=numpy" if os.environ.get(KERNELS_ENV, "").strip().lower() == "numpy"
+           else "the compiled kernels (_kernels.c) were not built: no C compiler at install time?")
+    return {"backend": "numpy", "library": None, "why": why}
+
+
+def fallback_warning() -> str | None:
+    """One line when the numpy references run: that they do, why, what it costs, how to get C back."""
+    info = backend()
+    if info["backend"] == "c":
+        return None
+    return (f"WARNING drafter-contracts: {info['why']}; the numpy reference loops run instead, {NUMPY_SLOWDOWN} "
+            "(same results); reinstall with a C compiler ('pip install -e .') for the compiled ones")
 
 
 def _ptr(a: np.ndarray, dtypes: tuple[type, ...], name: str, writable: bool = False) -> int:
@@ -160,22 +199,39 @@ def label_chatml(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, new
         raise ValueError(f"boundary_at: {len(boundary_at)} elements for {n} tokens")
     if len(noted) != 2:
         raise ValueError("noted: must hold two elements")
+    if not len(role_of_id) or not len(newline_lead):
+        raise ValueError("role_of_id and newline_lead: empty tables")
     _check_offsets(offsets, n)
-    return int(_lib()[f"label_chatml_{kind}"](
-        _ptr(ids, (np.int32, np.int64), "ids"), _ptr(offsets, (np.int64,), "offsets"), len(offsets) - 1,
-        int(start), int(end), int(newline), _ptr(role_of_id, (np.uint8,), "role_of_id"), len(role_of_id),
-        _ptr(newline_lead, _FLAGS, "newline_lead"), len(newline_lead), int(think_open), int(think_close),
-        int(bool(has_think)), int(call_open), int(call_close), int(bool(has_call)), int(max_len), int(lowest),
-        _ptr(role, (np.uint8,), "role", True), _ptr(boundary, _FLAGS, "boundary", True),
-        _ptr(problem, (np.uint8,), "problem", True), _ptr(run_start, (np.int64,), "run_start", True),
-        _ptr(run_role, (np.uint8,), "run_role", True), _ptr(run_row_first, _FLAGS, "run_row_first", True),
-        _ptr(boundary_at, (np.int64,), "boundary_at", True), _ptr(noted, (np.int64,), "noted", True)))
+    ptrs = (_ptr(ids, (np.int32, np.int64), "ids"), _ptr(offsets, (np.int64,), "offsets"),
+            _ptr(role_of_id, (np.uint8,), "role_of_id"), _ptr(newline_lead, _FLAGS, "newline_lead"),
+            _ptr(role, (np.uint8,), "role", True), _ptr(boundary, _FLAGS, "boundary", True),
+            _ptr(problem, (np.uint8,), "problem", True), _ptr(run_start, (np.int64,), "run_start", True),
+            _ptr(run_role, (np.uint8,), "run_role", True), _ptr(run_row_first, _FLAGS, "run_row_first", True),
+            _ptr(boundary_at, (np.int64,), "boundary_at", True), _ptr(noted, (np.int64,), "noted", True))
+    lib = _lib()
+    if lib is None:
+        return reference.label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, think_open,
+                                      think_close, has_think, call_open, call_close, has_call, max_len, lowest, role,
+                                      boundary, problem, run_start, run_role, run_row_first, boundary_at, noted)
+    p_ids, p_offsets, p_roles, p_lead, *outputs = ptrs
+    return int(lib[f"label_chatml_{kind}"](
+        p_ids, p_offsets, len(offsets) - 1, int(start), int(end), int(newline), p_roles, len(role_of_id),
+        p_lead, len(newline_lead), int(think_open), int(think_close), int(bool(has_think)), int(call_open),
+        int(call_close), int(bool(has_call)), int(max_len), int(lowest), *outputs))
 
 
 def _check_offsets(offsets: np.ndarray, n: int) -> None:
-    """Offsets the loops may trust: int64, at least one, inside [0, n] (non-decreasing is the caller's)."""
-    if len(offsets) == 0 or (len(offsets) > 1 and (offsets[0] < 0 or offsets[-1] > n)):
-        raise ValueError(f"offsets: must start at or after 0 and end at or before {n}")
+    """Offsets the loops may trust: at least one, inside [0, n], never decreasing (else C reads or
+    writes past its buffers). One pass over the rows, not the tokens; ``InvalidBuffers`` is a data
+    defect the engine reports as such."""
+    if not isinstance(offsets, np.ndarray) or offsets.ndim != 1 or len(offsets) == 0:
+        raise InvalidBuffers("offsets: expected a non-empty 1-d array")
+    if offsets[0] < 0 or offsets[-1] > n:
+        raise InvalidBuffers(f"offsets: must start at or after 0 and end at or before {n} (got {int(offsets[0])}.."
+                             f"{int(offsets[-1])})")
+    if len(offsets) > 1 and np.any(offsets[1:] < offsets[:-1]):
+        at = int(np.flatnonzero(offsets[1:] < offsets[:-1])[0])
+        raise InvalidBuffers(f"offsets: decrease at row {at} ({int(offsets[at])} -> {int(offsets[at + 1])})")
 
 
 def drain_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,7 +241,11 @@ def drain_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     kind = _width(counts, "counts", "c")
     k = int(np.count_nonzero(counts))
     ids_out, counts_out = np.empty(k, dtype=np.int32), np.empty(k, dtype=np.int64)
-    _lib()[f"drain_counts_{kind}"](_ptr(counts, (np.int32, np.int64), "counts", True), len(counts),
+    lib = _lib()
+    if lib is None:
+        reference.drain_counts(counts, ids_out, counts_out)
+        return ids_out, counts_out
+    lib[f"drain_counts_{kind}"](_ptr(counts, (np.int32, np.int64), "counts", True), len(counts),
                                    _ptr(ids_out, (np.int32,), "ids_out", True),
                                    _ptr(counts_out, (np.int64,), "counts_out", True))
     return ids_out, counts_out
@@ -195,7 +255,11 @@ def prefix_count(flags: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = true values among ``flags[:i]`` (``out`` has one more element than ``flags``)."""
     if len(out) != len(flags) + 1:
         raise ValueError(f"prefix_count: out has {len(out)} elements for {len(flags)} flags")
-    _lib()[f"prefix_count_{_width(out, 'out', 'p')}"](_ptr(flags, _FLAGS, "flags"), len(flags),
+    lib = _lib()
+    if lib is None:
+        _ptr(flags, _FLAGS, "flags"), _ptr(out, (np.int32, np.int64), "out", True)  # the same refusals
+        return reference.prefix_count(flags, out)
+    lib[f"prefix_count_{_width(out, 'out', 'p')}"](_ptr(flags, _FLAGS, "flags"), len(flags),
                                                       _ptr(out, (np.int32, np.int64), "out", True))
 
 
@@ -209,7 +273,11 @@ def row_hash_sums(ids: np.ndarray, mask: np.ndarray, has_mask: bool, offsets: np
         raise ValueError("row_hash_sums: the mask is shorter than the ids")
     if len(out) < len(offsets) - 1:
         raise ValueError("row_hash_sums: out is shorter than the rows")
-    _lib()[f"row_hash_sums_{kind}"](_ptr(ids, (np.int32, np.int64), "ids"), _ptr(mask, _FLAGS, "mask"), int(bool(has_mask)),
+    lib = _lib()
+    if lib is None:
+        _ptr(mask, _FLAGS, "mask"), _ptr(offsets, (np.int64,), "offsets"), _ptr(out, (np.uint64,), "out", True)
+        return reference.row_hash_sums(ids, mask, has_mask, offsets, r, out)
+    lib[f"row_hash_sums_{kind}"](_ptr(ids, (np.int32, np.int64), "ids"), _ptr(mask, _FLAGS, "mask"), int(bool(has_mask)),
                                     _ptr(offsets, (np.int64,), "offsets"), len(offsets) - 1, int(r),
                                     _ptr(out, (np.uint64,), "out", True))
 
@@ -224,12 +292,21 @@ def token_pass(ids: np.ndarray, mask: np.ndarray, offsets: np.ndarray, r: int, l
     """
     ids, kind = _ids(ids)
     n = len(ids)
-    if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != n or len(mask) != n or len(prefix) != n + 1:
+    _check_offsets(offsets, n)
+    if offsets[0] != 0 or offsets[-1] != n or len(mask) != n or len(prefix) != n + 1:
         raise ValueError("token_pass: offsets must run from 0 to len(ids), with a mask of len(ids) and a prefix of one more")
     if len(sums) < len(offsets) - 1 or len(counts) < limit or prefix.dtype != counts.dtype or len(outside) != 1:
         raise ValueError("token_pass: sums shorter than the rows, counts shorter than limit, prefix and counts of two "
                          "widths, or not one element for the outside count")
-    _lib()[f"token_pass_{kind}_{_width(prefix, 'prefix', 'p')}"](
+    lib = _lib()
+    if lib is None:
+        for a, dtypes, name, writable in ((mask, _FLAGS, "mask", False), (offsets, (np.int64,), "offsets", False),
+                                     (prefix, (np.int32, np.int64), "prefix", True),
+                                     (counts, (np.int32, np.int64), "counts", True), (sums, (np.uint64,), "sums", True),
+                                     (outside, (np.int64,), "outside", True)):
+            _ptr(a, dtypes, name, writable)
+        return reference.token_pass(ids, mask, offsets, r, limit, prefix, counts, sums, outside)
+    lib[f"token_pass_{kind}_{_width(prefix, 'prefix', 'p')}"](
         _ptr(ids, (np.int32, np.int64), "ids"), _ptr(mask, _FLAGS, "mask"), _ptr(offsets, (np.int64,), "offsets"),
         len(offsets) - 1, int(r), int(limit), _ptr(prefix, (np.int32, np.int64), "prefix", True),
         _ptr(counts, (np.int32, np.int64), "counts", True), _ptr(sums, (np.uint64,), "sums", True),
@@ -250,7 +327,15 @@ def reply_lengths(ids: np.ndarray, role: np.ndarray, boundary: np.ndarray, is_pa
         raise ValueError("reply_lengths: t_end/out shorter than t_start, is_part under 256 codes, or an empty blank table")
     if n_turns and (t_start.min() < 0 or t_end.max() > min(len(ids), len(role), len(boundary))):
         raise ValueError("reply_lengths: a turn reaches past the ids")
-    _lib()[f"reply_lengths_{kind}"](
+    lib = _lib()
+    if lib is None:
+        for a, dtypes, name, writable in ((role, (np.uint8,), "role", False), (boundary, _FLAGS, "boundary", False),
+                                     (is_part, _FLAGS, "is_part", False), (blank, _FLAGS, "blank", False),
+                                     (markers, (np.int64,), "markers", False), (t_start, (np.int64,), "t_start", False),
+                                     (t_end, (np.int64,), "t_end", False), (out, (np.int64,), "out", True)):
+            _ptr(a, dtypes, name, writable)
+        return reference.reply_lengths(ids, role, boundary, is_part, blank, markers, t_start, t_end, cap, out)
+    lib[f"reply_lengths_{kind}"](
         _ptr(ids, (np.int32, np.int64), "ids"), _ptr(role, (np.uint8,), "role"), _ptr(boundary, _FLAGS, "boundary"),
         _ptr(is_part, _FLAGS, "is_part"), _ptr(blank, _FLAGS, "blank"), len(blank),
         _ptr(markers, (np.int64,), "markers"), len(markers), _ptr(t_start, (np.int64,), "t_start"),
@@ -264,9 +349,16 @@ def run_totals(role: np.ndarray, start: np.ndarray, end: np.ndarray, prefix: np.
     if len(start) != n or len(end) != n:
         raise ValueError("run_totals: role, start and end differ in length")
     if n and (int(role.max()) >= min(len(counts), len(sums))
-              or (has_prefix and (start.min() < 0 or end.max() >= len(prefix)))):
+              or (has_prefix and (min(start.min(), end.min()) < 0 or max(start.max(), end.max()) >= len(prefix)))):
         raise ValueError("run_totals: a code beyond counts/sums, or a run beyond the prefix")
-    _lib()[f"run_totals_{_width(prefix, 'prefix', 'p')}"](
+    lib = _lib()
+    if lib is None:
+        for a, dtypes, name, writable in ((role, (np.uint8,), "role", False), (start, (np.int64,), "start", False),
+                                     (end, (np.int64,), "end", False), (prefix, (np.int32, np.int64), "prefix", False),
+                                     (counts, (np.int64,), "counts", True), (sums, (np.int64,), "sums", True)):
+            _ptr(a, dtypes, name, writable)
+        return reference.run_totals(role, start, end, prefix, has_prefix, counts, sums)
+    lib[f"run_totals_{_width(prefix, 'prefix', 'p')}"](
         _ptr(role, (np.uint8,), "role"), _ptr(start, (np.int64,), "start"), _ptr(end, (np.int64,), "end"), n,
         _ptr(prefix, (np.int32, np.int64), "prefix"), int(bool(has_prefix)),
         _ptr(counts, (np.int64,), "counts", True), _ptr(sums, (np.int64,), "sums", True))
@@ -285,7 +377,14 @@ def assistant_turns(role: np.ndarray, start: np.ndarray, end: np.ndarray, row_fi
     if len(start) != n or len(end) != n or len(row_first) != n or len(is_turn) < 256:
         raise ValueError("assistant_turns: role, start, end and row_first differ in length, or is_turn under 256 codes")
     turn_start, turn_end, closed = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.bool_)
-    k = int(_lib()["assistant_turns"](
+    lib = _lib()
+    if lib is None:
+        for a, dtypes, name in ((role, (np.uint8,), "role"), (start, (np.int64,), "start"), (end, (np.int64,), "end"),
+                                (row_first, _FLAGS, "row_first"), (is_turn, _FLAGS, "is_turn")):
+            _ptr(a, dtypes, name)
+        k = reference.assistant_turns(role, start, end, row_first, is_turn, turn_start, turn_end, closed)
+        return turn_start[:k], turn_end[:k], closed[:k]
+    k = int(lib["assistant_turns"](
         _ptr(role, (np.uint8,), "role"), _ptr(start, (np.int64,), "start"), _ptr(end, (np.int64,), "end"),
         _ptr(row_first, _FLAGS, "row_first"), n, _ptr(is_turn, _FLAGS, "is_turn"),
         _ptr(turn_start, (np.int64,), "turn_start", True), _ptr(turn_end, (np.int64,), "turn_end", True),

@@ -13,22 +13,25 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from . import kernels
 from .allocator import keep_freed_memory
 from .config import load_contract, parse_mask_overrides, resolve_contract_path
 from .dataset import Shard, open_dataset, parse_split
+from .completeness import Coverage, unchanged_result
 from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, replace_in_recorder, warn_excerpts
 from .engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, SHARD_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
+from .integrity import CHECK as INTEGRITY_CHECK, file_state
 from .report import baseline as baseline_mod
 from .report.excerpts import MAX_DECODED, decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.html import write_html
 from .report.merge import raw_record, split_section
-from .report.summary import (DETAILS_KEY, RESULT_KEY, RESULTS_KEY, STATS_KEY, Recorder, build_summary,
+from .report.summary import (DETAILS_KEY, RESULT_KEY, RESULTS_KEY, STATS_KEY, UNREAD_KEY, Recorder, build_summary,
                              terminal_lines, write_summary)
 from .results import CheckResult
 from .vocab import BUILTIN_PREFIX, load_vocabulary
@@ -158,7 +161,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
     if hasattr(config, "workerinput"):
-        packer = WirePacker(frozenset((RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY)), frozenset((HASHES_KEY,)))
+        packer = WirePacker(frozenset((RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY, UNREAD_KEY)), frozenset((HASHES_KEY,)))
         config.pluginmanager.register(packer, "drafter_contracts_wire")
     else:
         try:
@@ -176,6 +179,13 @@ def pytest_configure(config: pytest.Config) -> None:
         # its rewritten modules, e.g. under PYTHONDONTWRITEBYTECODE); the contract suite has no hypothesis test.
         if config.pluginmanager.has_plugin("hypothesispytest"):
             config.pluginmanager.unregister(name="hypothesispytest")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """One line when the numpy references stand in for the compiled kernels (kernels.fallback_warning)."""
+    if _engine(config) is None or hasattr(config, "workerinput"):
+        return None
+    return kernels.fallback_warning()
 
 
 def _configure_properties(config: pytest.Config) -> None:
@@ -268,9 +278,11 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
             try:
                 result = engine.shard_check(shard, check)
                 if check == "duplicate_rows" and "input_ids" not in engine.column_problems:
-                    # A shard whose rows are all left out sends no rows, not no message:
+                    # A shard whose rows are all left out (or not read) sends no rows, not no message:
                     # the whole-dataset comparison needs to hear from every shard.
-                    props.append((HASHES_KEY, hashes_payload(shard.index, *engine.row_hashes(shard))))
+                    hashes = ((np.zeros(0, np.int64), np.zeros(0, np.uint64)) if engine.unreadable(shard)
+                              else engine.row_hashes(shard))
+                    props.append((HASHES_KEY, hashes_payload(shard.index, *hashes)))
             except Exception as exc:  # a bug of ours on odd data: that contract fails, the others still report
                 result = CheckResult(check, shard.id, message=(
                     f"could not be evaluated ({type(exc).__name__}: {exc}); this is a drafter-contracts bug, "
@@ -279,6 +291,14 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
             if result.skipped is None and not result.ok and not result.report_only:
                 failures.append(result)
     finally:
+        unread = engine.unreadable(shard)
+        if shard.index in engine.buffer_problems:  # caught while reading: a data verdict, not a tool bug
+            integrity = CheckResult(INTEGRITY_CHECK, shard.id, rows_checked=shard.rows, rows_violating=shard.rows,
+                                    message=f"{shard.id}: {engine.buffer_problems[shard.index]}")
+            results.append({**integrity.to_dict(), "seconds": 0.0})
+            failures.append(integrity)
+        if unread:
+            props.append((UNREAD_KEY, unread))
         props.append((RESULTS_KEY, results))
     if failures:
         head = (f"{len(failures)} contract(s) broken in {shard.id}: "
@@ -309,10 +329,23 @@ class ContractRun:
         self.artifacts: list[str] = []
         self._module_prefix: str | None = None
         self.raw: list[dict[str, Any]] = []  # what merge-reports replays (see report/merge.py)
+        # which shard and contract tests ran, which reported, why not (completeness.py)
+        self.coverage = Coverage(engine.shards, DATASET_CHECKS + ("tokenizer_drift",))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.coverage.expect(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.coverage.expect(ids)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         unpack(report)
+        own = dict(report.user_properties)
+        self.coverage.note(report.nodeid, report.when, report.outcome, RESULTS_KEY in own or RESULT_KEY in own,
+                           own.get(UNREAD_KEY),
+                           None if report.longrepr is None else str(report.longrepr))
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             reason = None
             if report.skipped and isinstance(report.longrepr, tuple):
@@ -322,7 +355,7 @@ class ContractRun:
             if self._module_prefix is None and "::" in report.nodeid:
                 self._module_prefix = report.nodeid.split("::", 1)[0]
         # Per-shard stats are for summary.json; keep them out of junit.xml properties.
-        ours = (RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY)
+        ours = (RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY, UNREAD_KEY)
         report.user_properties = [(k, v) for k, v in report.user_properties if k not in ours]
 
     def _record(self, nodeid: str, outcome: str, props: dict[str, Any], reason: str | None,
@@ -360,6 +393,7 @@ class ContractRun:
             "dataset": dataset,
             "contract": engine.contract.to_dict(),
             "tokenizer": tokenizer_fingerprint(engine.vocab),
+            "kernels": kernels.backend(),
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
         }
 
@@ -386,7 +420,7 @@ class ContractRun:
     def _decode_examples(self, summary: dict[str, Any]) -> None:
         """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts."""
         for name, c in summary["checks"].items():
-            if c["verdict"] not in ("fail", "warn"):
+            if c["verdict"] not in ("fail", "warn") or name == INTEGRITY_CHECK:  # damaged rows are not read
                 continue
             for ex in c["examples"][:MAX_DECODED]:
                 try:
@@ -400,8 +434,11 @@ class ContractRun:
             return  # no contract test ran (--collect-only, other test paths): keep the last summary
         collector = session.config.pluginmanager.get_plugin("drafter_contracts_payloads")
         carriers = self.recorder.checks.get("duplicate_rows")
+        unchecked = self.coverage.unchecked()
+        lost = sum(u["index"] not in self.coverage.arrived for u in unchecked)  # no hashes can come from those
         if collector is not None and carriers is not None and carriers["skipped"] < carriers["tests"]:
-            dup = collector.duplicates(len(self.engine.shards), self.engine.contract.content.strict, self.engine.row_keys)
+            dup = collector.duplicates(len(self.engine.shards) - lost, self.engine.contract.content.strict,
+                                       self.engine.row_keys)
             replace_in_recorder(self.recorder, dup)
             if dup.message and not dup.report_only and session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -419,10 +456,15 @@ class ContractRun:
             self.report_global(session, token_freq, [])
         if self.baseline is not None:
             self._baseline_check(session, meta, counts)
+        # What the run covered (completeness.py): every collected shard reported, on files that did not change.
+        self.report_global(session, self.coverage.result(), [])
+        self.report_global(session, unchanged_result(engine.files_at_start, file_state(engine.dataset.path,
+                                                                                        engine.dataset.files),
+                                                     sum(s.rows for s in engine.shards)), [])
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
                                      DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k,
-                                     counts)
+                                     counts, unchecked, SHARD_CHECKS, self.coverage.unreported())
         self.summary.update(split_section(engine, self.raw))
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()

@@ -11,6 +11,15 @@ is a single call into the engine; the logic lives in ``drafter_contracts.checks`
 from drafter_contracts.plugin import check_dataset, check_rows
 
 
+def test_arrow_integrity(request, contract_engine):
+    """Every record batch's buffers valid (offsets, bitmaps, lengths) and the metadata datasets reads sound.
+
+    First, so a damaged file is named before anything else; the rows of a damaged
+    record batch are read by no other contract (their shards skip, saying why).
+    """
+    check_dataset(request, contract_engine, "arrow_integrity")
+
+
 def test_schema(request, contract_engine):
     """Exactly the declared columns with the declared Arrow types."""
     check_dataset(request, contract_engine, "schema")

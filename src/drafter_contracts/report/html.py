@@ -19,7 +19,7 @@ ROLE_COLOURS = {
     "tool_call": "#d6f0ee", "header": "#eeeeee", "assistant_end": "#c9e9d2", "end": "#e4e4e4", "outside": "#f6f6f6",
     "after_assistant_end": "#f0f0f0", "injected": "#ffd2d2", "unknown_role": "#ffd2d2", "assistant_header": "#e8e8f4",
 }
-VERDICT_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "warn": "#bc4c00", "skip": "#9a6700"}
+VERDICT_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "warn": "#bc4c00", "skip": "#9a6700", "incomplete": "#8250df"}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#1f2328;padding:0 16px}
@@ -247,7 +247,23 @@ def _check_detail(c: dict[str, Any]) -> str:
         return "<br>".join(parts) or f"{c['rows_violating']:,} rows violate"
     if c["verdict"] == "skip":
         return "skipped: " + _e("; ".join(c["skip_reasons"]))
+    if c["verdict"] == "incomplete":
+        return "not every shard checked: " + "<br>".join(_e(m) for m in c["messages"])
     return ""
+
+
+def _unchecked(summary: dict[str, Any]) -> str:
+    """The shards the run set out to check but did not, each with its rows and why."""
+    items, silent = summary.get("unchecked") or [], summary.get("unreported") or []
+    if not items and not silent:
+        return ""
+    rows = "".join(f'<tr><td><code>{_e(u["shard"])}</code></td><td class="num">{u["rows"][0]:,}..{u["rows"][1] - 1:,}</td>'
+                   f'<td>{_e(u["reason"])}</td></tr>' for u in items)
+    rows += "".join(f'<tr><td><code>{_e(u["test"].rsplit("::", 1)[-1])}</code></td><td>no verdict</td>'
+                    f'<td>{_e(u["reason"])}</td></tr>' for u in silent)
+    return (f'<h2 id="unchecked">Not checked</h2><p>{len(items)} shard(s) and {len(silent)} contract test(s) did not '
+            f'report: the contracts concerned are incomplete.</p>'
+            f'<table><thead><tr><th>shard or test</th><th>rows</th><th>why</th></tr></thead><tbody>{rows}</tbody></table>')
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -255,6 +271,8 @@ def render(summary: dict[str, Any]) -> str:
     contract, ds, tok = summary["contract"], summary["dataset"], summary["tokenizer"]
     failed = [n for n, c in checks.items() if c["verdict"] == "fail"]
     overall = "fail" if failed or summary.get("exit_status") not in (0, None) else "pass"
+    if overall == "pass" and any(c["verdict"] == "incomplete" for c in checks.values()):
+        overall = "incomplete"
     rows = []
     seconds = (summary.get("timing") or {}).get("per_check_seconds") or {}
     for name, c in checks.items():
@@ -301,6 +319,7 @@ def render(summary: dict[str, Any]) -> str:
 <table id="verdicts"><thead><tr><th>verdict</th><th>contract</th><th>tests</th><th>rows checked</th><th>rows violating</th>
 <th>seconds</th><th>detail</th></tr></thead><tbody>{"".join(rows)}</tbody></table>
 {details}
+{_unchecked(summary)}
 <h2>Dataset</h2><table class="figures">{fig_rows}</table>
 <h2>Plots</h2><div class="plots">{"".join(plots)}</div>
 <h2>Violating rows</h2>{_violations(checks)}

@@ -24,9 +24,10 @@ from .profile import merged_counts
 from .summary import STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
 
 _SHARD_IN_NODEID = re.compile(r"\[shard-(\d+)\[")
-#: Dataset-level checks whose result covers only the part's own shards (a sample drawn per shard):
-#: every part's record counts, where other dataset-level checks (metadata) count once.
-PER_PART_CHECKS = {"tokenizer_drift"}
+#: Dataset-level checks whose result covers only the part's own shards (a sample drawn per shard;
+#: the part's shards checked, its files unchanged while it ran): every part's record counts, where
+#: other dataset-level checks (metadata) count once.
+PER_PART_CHECKS = {"tokenizer_drift", "all_shards_checked", "dataset_unchanged"}
 #: Top-level keys that are recomputed by the merge rather than copied from part 1.
 _REBUILT = {"schema_version", "exit_status", "figures", "checks", "split", "raw", "timing"}
 
@@ -157,14 +158,19 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
     total = first["split"]["shards_total"]
     # Each part's top-level counts are the sum of its shards' own: their sum is the whole dataset's.
     counts = merged_counts([{"supervised_id_counts": d.get("supervised_id_counts")} for _, d in parts])
-    summary = build_summary(meta, recorder, total, 0, order, counts=counts)
+    from ..engine import SHARD_CHECKS
+
+    unchecked = sorted((u for _, d in parts for u in d.get("unchecked", [])), key=lambda u: u["index"])
+    unreported = [u for _, d in parts for u in d.get("unreported", [])]
+    summary = build_summary(meta, recorder, total, 0, order, counts=counts, unchecked=unchecked, row_checks=SHARD_CHECKS,
+                            unreported=unreported)
     summary["split"] = {"k": 1, "n": 1, "merged_parts": n, "shards_total": total,
                         "shards": sorted(i for _, d in parts for i in d["split"]["shards"]),
                         "rows": sorted(r for _, d in parts for r in d["split"]["rows"]),
                         "plan": first["split"]["plan"]}
     _merge_global_checks(summary, parts)
     _carry_excerpts(summary, parts)
-    summary["exit_status"] = 1 if any(c["verdict"] == "fail" for c in summary["checks"].values()) else 0
+    summary["exit_status"] = 1 if any(c["verdict"] in ("fail", "incomplete") for c in summary["checks"].values()) else 0
     summary["raw"] = {"records": kept}
     return summary
 

@@ -25,6 +25,8 @@ RESULTS_KEY = "drafter_contracts.results"
 STATS_KEY = "drafter_contracts.stats"
 #: Lines a global check explains itself with (e.g. the baseline diff), kept in summary.json.
 DETAILS_KEY = "drafter_contracts.details"
+#: Why a shard's worker did not read it (damaged buffers, a row over max_shard_tokens, files changed).
+UNREAD_KEY = "drafter_contracts.unread"
 MAX_SUMMARY_EXAMPLES = 20
 
 
@@ -131,11 +133,16 @@ _UNSET: Any = object()
 
 
 def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exit_status: int,
-                  order: tuple[str, ...] = (), top_k: int = 100, counts: Any = _UNSET) -> dict[str, Any]:
+                  order: tuple[str, ...] = (), top_k: int = 100, counts: Any = _UNSET,
+                  unchecked: list[dict[str, Any]] | None = None, row_checks: tuple[str, ...] = (),
+                  unreported: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The summary.json document; ``order`` fixes the order of checks (reports arrive in any order).
 
     ``counts``: the shards' supervised-id counts already merged by the caller (the controller
-    merges them once for token_freq too), else merged here.
+    merges them once for token_freq too), else merged here. ``unchecked``: shards the run set
+    out to check but did not (``completeness.Coverage.unchecked``); each of ``row_checks`` is
+    then ``incomplete`` unless it failed on the rows it saw. ``unreported``: dataset-level contract
+    tests that sent no verdict (``Coverage.unreported``): each of those is ``incomplete`` too.
     """
     rank = {name: i for i, name in enumerate(order)}
     checks = {}
@@ -155,13 +162,22 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
             "report_only": bool(c.get("report_only")),
             "global": bool(c.get("global")),  # decided at the controller over every shard it saw
         }
+    if unchecked:
+        mark_incomplete(checks, unchecked, row_checks)
+    for u in unreported or []:
+        note = f"{u['test'].rsplit('::', 1)[-1]} sent no verdict: {u['reason']} (see all_shards_checked)"
+        c = checks.setdefault(u["check"], _incomplete_entry())
+        if c["verdict"] != "fail":
+            c["verdict"], c["messages"] = "incomplete", [*c["messages"], note]
+    checks = dict(sorted(checks.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
     shards = [recorder.stats[k] for k in sorted(recorder.stats)]
     if counts is _UNSET:
         counts = recorder.supervised_counts()
     # Timings live apart from the verdicts, so verdicts are identical whatever -n was. Microseconds:
     # a mask check that a clean shard settles from its per-role totals takes ~50 µs a shard.
     meta = {**meta, "timing": {**meta.get("timing", {}),
-                               "per_check_seconds": {n: round(recorder.checks[n]["seconds"], 6) for n in checks}}}
+                               "per_check_seconds": {n: round(recorder.checks.get(n, {}).get("seconds", 0.0), 6)
+                                                     for n in checks}}}
     return {
         "schema_version": SCHEMA_VERSION,
         **meta,
@@ -172,7 +188,41 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
         # Sparse id counts are summed here once instead of per shard: a sum of sums is all a merge needs.
         "supervised_id_counts": _counts_json(counts),
         "shards": shards,
+        "unchecked": list(unchecked or []),
+        "unreported": list(unreported or []),
     }
+
+
+def _incomplete_entry() -> dict[str, Any]:
+    return {"verdict": "incomplete", "tests": 0, "passed": 0, "failed": 0, "skipped": 0, "rows_checked": 0,
+            "rows_violating": 0, "by_reason": {}, "examples": [], "messages": [], "skip_reasons": [], "details": [],
+            "report_only": False, "global": False}
+
+
+def mark_incomplete(checks: dict[str, dict[str, Any]], unchecked: list[dict[str, Any]],
+                    row_checks: tuple[str, ...]) -> None:
+    """Per-row contracts that could not see every shard: ``incomplete``, naming the shards, never ``pass``.
+
+    A contract that failed on the rows it saw keeps ``fail``; one skipped everywhere for a
+    reason of its own (no tokenizer, a missing column) keeps ``skip``; one that no shard
+    reported at all (its only worker died) gets an entry saying so.
+    """
+    reasons = {u["reason"].removeprefix("not read: ") for u in unchecked}
+    rows = sum(u["rows"][1] - u["rows"][0] for u in unchecked)
+    note = (f"{len(unchecked)} shard(s), {rows:,} rows, not checked: "
+            + ", ".join(u["shard"] for u in unchecked[:10]) + (" …" if len(unchecked) > 10 else "")
+            + " (see all_shards_checked)")
+    for name in row_checks:
+        c = checks.get(name)
+        if c is None:
+            checks[name] = {**_incomplete_entry(), "messages": [note], "unchecked": [u["shard"] for u in unchecked]}
+            continue
+        own_skip = c["verdict"] == "skip" and any(r not in reasons for r in c["skip_reasons"])
+        if c["verdict"] == "fail" or own_skip:
+            continue
+        c["verdict"] = "incomplete"
+        c["messages"] = [*c["messages"], note]
+        c["unchecked"] = [u["shard"] for u in unchecked]
 
 
 def _counts_json(counts: tuple | None) -> dict[str, list[int]] | None:
@@ -242,6 +292,10 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
                      + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
     if not f["complete"]:
         lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards (tests were deselected or skipped)")
+    for u in summary.get("unchecked") or []:
+        lines.append(f"NOT CHECKED {u['shard']} (rows {u['rows'][0]:,}..{u['rows'][1] - 1:,}): {u['reason']}")
+    for u in summary.get("unreported") or []:
+        lines.append(f"NO VERDICT {u['test'].rsplit('::', 1)[-1]}: {u['reason']}")
     if f.get("anchor_positions") is not None:
         lines.append(f"DFlash anchor positions (supervised, outside each row's last block_size tokens) "
                      f"{f['anchor_positions']:,}")
@@ -253,6 +307,8 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
             detail = "; ".join(c["messages"]) or f"{c['rows_violating']:,} rows violate"
         elif c["verdict"] == "skip":
             detail = "; ".join(c["skip_reasons"])
+        elif c["verdict"] == "incomplete":
+            detail = f"{c['rows_checked']:,} rows checked, " + (c["messages"][-1] if c["messages"] else "shards missing")
         elif c["verdict"] == "warn":
             share = c["rows_violating"] / c["rows_checked"] if c["rows_checked"] else 0.0
             reasons = "; ".join(f"{n:,} × {r}" for r, n in sorted(c["by_reason"].items(), key=lambda kv: -kv[1]))
