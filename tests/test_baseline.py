@@ -147,7 +147,7 @@ def test_save_baseline_inside_dataset_is_refused(tmp_path, clean_dataset, tokeni
 
 
 def test_thresholds_come_from_the_contract(tmp_path):
-    src = resolve_contract_path(None).read_text()
+    src = resolve_contract_path("qwen3.6-dflash").read_text()
     path = tmp_path / "c.toml"
     path.write_text(src + '\n[baseline]\ncount_tolerance = "10%"\nmax_seq_len_ks = 0.2\ntop_k = 5\nfail_on_fingerprint = false\n')
     policy = load_contract(path).baseline

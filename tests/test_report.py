@@ -130,7 +130,7 @@ def test_failing_run_shows_the_decoded_row(failing_run):
 def test_profile_does_not_depend_on_sharding(clean_dataset, tokenizer_dir, vocab):
     """Per-shard stats are mergeable: any shard plan gives the same profile, exact to the row."""
     def profile(shard_size: int) -> dict:
-        contract = load_contract(resolve_contract_path(None), {"shard_size": shard_size})
+        contract = load_contract(resolve_contract_path("qwen3.6-dflash"), {"shard_size": shard_size})
         engine = Engine(open_dataset(clean_dataset), contract, vocab)
         return dataset_profile([engine.stats(s) for s in engine.shards])
 

@@ -168,6 +168,18 @@ def profile_stats(view: RowView, id_limit: int = 1 << 24, id_counts: dict[str, n
     return out
 
 
+def observed_cap(contract: Contract, lengths: np.ndarray | None) -> Contract:
+    """A contract without max_len gets the longest row's length as its cap, marked "observed".
+
+    Rows at that length are then treated as possibly cut, which only loosens the turn checks
+    for those rows; nothing fails for want of a pinned cap.
+    """
+    import dataclasses
+
+    cap = int(lengths.max()) if lengths is not None and len(lengths) else 0
+    return dataclasses.replace(contract, max_len=max(cap, contract.min_len), max_len_source="observed")
+
+
 @dataclass
 class Engine:
     """Everything a contract run knows: dataset, contract, tokenizer; and the results so far."""
@@ -184,6 +196,8 @@ class Engine:
     split: tuple[int, int] | None = None  # (K, N): check only the K-th of N shard groups (--split K/N)
 
     def __post_init__(self) -> None:
+        if self.contract.max_len is None:  # not pinned (the generic contract): the longest row is the cap
+            self.contract = observed_cap(self.contract, self.row_lengths)
         if self.vocab is not None and self.profile is None:
             self.oracle = make_oracle(self.vocab, self.contract.template_profile, self.contract.family)
             self.profile = self.oracle.labeller_profile
