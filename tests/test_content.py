@@ -76,7 +76,7 @@ def strict_contract(tmp_path_factory) -> Path:
 
 
 def run(pytester, folder: Path, tokenizer_dir: Path, *extra: str) -> tuple[int, dict, str]:
-    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
+    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
                                           "--expected-count=2000", "--report-dir=reports", "-p", "no:cacheprovider", *extra)
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
     return result.ret, summary, result.stdout.str()
@@ -89,7 +89,7 @@ def clean_content(tmp_path_factory, clean_dataset, tokenizer_dir):
     import subprocess
     import sys
 
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={clean_dataset}",
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash",
                     f"--tokenizer={tokenizer_dir}", "--shard-size=400", "--expected-count=2000",
                     f"--report-dir={pytester_dir}", "-k", "row_contracts"], check=True, capture_output=True,
                    cwd=pytester_dir)

@@ -41,7 +41,7 @@ def run(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory, clean_dataset, tokenizer_dir):
     cwd = tmp_path_factory.mktemp("report-clean")
-    return run(cwd, f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}",
+    return run(cwd, f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}",
                "--shard-size=400", "-n", "2")
 
 
@@ -50,7 +50,7 @@ def failing_run(tmp_path_factory, clean_dataset, tokenizer_dir):
     """A mutant with one user token supervised; --junitxml given by the user."""
     root = tmp_path_factory.mktemp("report-failing")
     mutation = MUTANTS["mask_user_text"](clean_dataset, root / "data", 0)
-    proc, report = run(root, f"--dataset-path={root / 'data'}", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}",
+    proc, report = run(root, f"--dataset-path={root / 'data'}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}",
                        "--shard-size=400", "-n", "0", f"--junitxml={root / 'ci' / 'results.xml'}")
     return proc, report, root, mutation
 

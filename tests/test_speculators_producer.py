@@ -70,7 +70,7 @@ def run_suite(dataset: Path, tokenizer_dir: Path, rows: int, report: Path) -> tu
     """
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={dataset}",
-         f"--tokenizer={tokenizer_dir}", f"--expected-count={rows}", f"--report-dir={report}"],
+         "--contract=speculators-regex", f"--tokenizer={tokenizer_dir}", f"--expected-count={rows}", f"--report-dir={report}"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env=os.environ.copy())
     summary_file = report / "summary.json"
     assert summary_file.is_file(), f"no summary.json:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
@@ -184,3 +184,21 @@ def test_negative_control_im_end_in_pattern_fails(produced: Produced, preprocess
     # Only token_freq (no file) may skip and only the report-only content contracts may warn.
     assert {k for k, v in verdicts.items() if v != "pass"} <= {
         "token_freq", "duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors"}, verdicts
+
+
+def test_raw_int64_output_passes_its_producer_contract(produced: Produced, tokenizer_dir: Path, tmp_path: Path) -> None:
+    """speculators' own dtypes (int64 ids, int64 0/1 mask), saved without a cast, pass speculators-regex."""
+    rows = zip((r.astype(np.int64).tolist() for r in produced.input_ids),
+               (m.astype(bool).tolist() for m in produced.loss_mask))
+    out = write_rows(rows, tmp_path / "raw", cast=False)
+    from datasets import load_from_disk
+
+    features = load_from_disk(str(out)).features.to_dict()
+    assert features["input_ids"]["feature"]["dtype"] == "int64" and features["loss_mask"]["feature"]["dtype"] == "int64"
+    proc, summary = run_suite(out, tokenizer_dir, produced.notes.rows, tmp_path / "report")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    checks = summary["checks"]
+    assert checks["schema"]["verdict"] == "pass" and checks["mask_values"]["verdict"] == "pass"
+    assert checks["mask_on_assistant_spans"]["verdict"] == "pass"
+    assert checks["mask_covers_assistant_spans"]["verdict"] == "pass"
+    assert summary["dataset"]["columns"]["loss_mask"] == "list<int64>"

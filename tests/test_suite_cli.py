@@ -44,7 +44,8 @@ def tree_hashes(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def common_args(tokenizer_dir: Path) -> tuple[str, ...]:
-    return (f"--tokenizer={tokenizer_dir}", f"--expected-count={FIXTURE_ROWS}", "--shard-size=400")
+    # The fixture is a Qwen3.6 dataset: the example contract pins what it holds (the generic default pins nothing).
+    return ("--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", f"--expected-count={FIXTURE_ROWS}", "--shard-size=400")
 
 
 @pytest.fixture(scope="session")
@@ -171,7 +172,7 @@ def bad_inputs(tmp_path_factory, clean_dataset):
     (tmp / "rows.jsonl").write_text("{}\n")
     (tmp / "unknown_key.toml").write_text(BAD_CONTRACT + "colour = 3\n")
     (tmp / "wrong_type.toml").write_text(BAD_CONTRACT.replace("max_len = 10", 'max_len = "ten"'))
-    (tmp / "missing.toml").write_text(BAD_CONTRACT.replace("max_len = 10\n", ""))
+    (tmp / "missing.toml").write_text(BAD_CONTRACT.replace('name = "x"\n', ""))
     ds = f"--dataset-path={clean_dataset}"
     return tmp, {
         "nonexistent path": ([f"--dataset-path={tmp / 'nope'}"], "no such file or directory"),
@@ -222,7 +223,7 @@ def test_empty_dataset_saved_by_datasets_is_a_verdict(pytester, clean_dataset, c
 
 
 def test_count_tolerance_option(pytester, clean_dataset, tokenizer_dir):
-    base = (f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", "-k", "row_count")
+    base = (f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", "-k", "row_count", "-p", "no:cacheprovider")
     assert pytester.runpytest_inprocess(*base, "--expected-count=2004", "--count-tolerance=5").ret == 0
     assert pytester.runpytest_inprocess(*base, "--expected-count=2006", "--count-tolerance=5").ret == 1
     assert pytester.runpytest_inprocess(*base, "--expected-count=2100", "--count-tolerance=5%").ret == 0

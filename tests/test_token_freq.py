@@ -50,7 +50,7 @@ def test_histogram_matches_a_per_row_count(with_fresh_file):
 
 
 def run(pytester, folder: Path, tokenizer_dir: Path, *extra: str):
-    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
+    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
                                           "--report-dir=reports", "-p", "no:cacheprovider", "-k", "row_contracts", *extra)
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
     return result, summary["checks"]["token_freq"]
@@ -88,7 +88,7 @@ def test_no_file_skips_with_a_reason(pytester, clean_dataset, tokenizer_dir):
 
 
 def test_missing_option_file_is_a_usage_error(clean_dataset, tokenizer_dir, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={clean_dataset}",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash",
                            f"--tokenizer={tokenizer_dir}", f"--token-freq={tmp_path / 'nope.pt'}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4 and "Traceback" not in proc.stdout + proc.stderr
