@@ -16,7 +16,6 @@ import pytest
 from drafter_contracts.fixtures.usage_cases import build_cases
 
 
-
 @pytest.fixture(scope="session")
 def cases(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("usage")

@@ -343,9 +343,9 @@ class ContractRun:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.session = session
-        if not any(c["passed"] + c["failed"] for c in self.recorder.checks.values()):
-            # No contract test ran (all deselected, skipped, or not collected): nothing is known about
-            # the data, and an exit code of 0 would read as a green gate. The last summary stays.
+        if not self.recorder.checks:
+            # No contract test ran (all deselected, or not collected): nothing is known about the
+            # data, and an exit code of 0 would read as a green gate. The last summary stays.
             if not session.config.option.collectonly:
                 self.nothing_checked = True
                 if session.exitstatus == pytest.ExitCode.OK:
@@ -417,7 +417,7 @@ class ContractRun:
         rows = self.engine.dataset.num_rows
         if self.nothing_checked:
             return (f"drafter-contracts: no contract was checked on {rows:,} rows: every contract test was deselected "
-                    f"(-k, -m, --lf, --deselect), skipped or not collected; nothing is known about the data (exit {code})")
+                    f"(-k, -m, --lf, --deselect) or not collected; nothing is known about the data (exit {code})")
         if self.report_error:
             return f"drafter-contracts: {self.report_error} (exit {code})"
         if self.summary is None:
