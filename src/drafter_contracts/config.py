@@ -207,8 +207,8 @@ class Contract:
     vocab_size: int | None = None
     mask: MaskPolicy = field(default_factory=MaskPolicy)
     baseline: BaselinePolicy = field(default_factory=BaselinePolicy)
-    #: 10,000 rows (~3.4 M tokens at the seed's mean): ~300 MB anonymous memory per worker, 92 shards
-    #: for the seed's 913,786 rows; the sweep in README "Scale" measured no speed cost against 20,000.
+    #: 10,000 rows (~3.4 M tokens at a mean row of 335 tokens): ~300 MB anonymous memory per worker,
+    #: 92 shards for 913,786 rows; the sweep in docs/scale.md measured no speed cost against 20,000.
     shard_size: int = 10_000
     #: Token cap per shard: a worker needs ~75 bytes per token of its shard, so 4 M tokens ~ 0.3 GB.
     max_shard_tokens: int = 4_000_000

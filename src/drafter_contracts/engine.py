@@ -31,7 +31,7 @@ from .vocab import Vocabulary
 ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_len_bounds", "ids_known",
               "min_supervised", "turns_well_formed", "mask_on_assistant_spans", "mask_covers_assistant_spans")
 DATASET_CHECKS = ("schema", "row_count", "not_empty")
-#: Issue 5: whole-dataset token_freq.pt, sampled tokenizer drift, report-only content contracts.
+#: Whole-dataset token_freq.pt, sampled tokenizer drift, report-only content contracts.
 GLOBAL_CHECKS = ("token_freq", "tokenizer_drift")
 CONTENT_CHECKS = content.CONTENT_CHECKS
 #: What one shard's test runs, in report order.
@@ -263,7 +263,7 @@ class Engine:
         if self._work is None or self._work.shard != shard:
             self._work = None  # drop the previous shard's arrays before reading the next
             # and its results: they were reported; kept, the stats' sparse id counts alone
-            # would grow a worker by ~0.8 MB a shard (75 MB at the seed's size)
+            # would grow a worker by ~0.8 MB a shard (75 MB for 913,786 rows)
             self._results.clear()
             self._stats.clear()
             self.dataset.release_pages()  # and its file pages from this process's RSS
@@ -365,7 +365,7 @@ class Engine:
         return (f"--tokenizer {self.vocab.name}: {unknown:,} of the first {len(ids):,} ids of the dataset are not its tokens "
                 f"(largest id {int(ids.max()):,}, tokenizer size {self.vocab.size:,}); pass the tokenizer that produced the dataset")
 
-    # --- issue 5: content, drift, token_freq -------------------------------------------------------
+    # --- content, drift, token_freq -------------------------------------------------------------
 
     def row_hashes(self, shard: Shard) -> tuple[np.ndarray, np.ndarray]:
         """(global row index, 64-bit hash) of the shard's usable rows, for the controller's duplicate search."""
