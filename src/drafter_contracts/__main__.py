@@ -18,11 +18,25 @@ def _demo(args: argparse.Namespace, passthrough: list[str]) -> int:
     from .fixtures.generate import fixture_dataset_dir
     from .fixtures.tokenizer import qwen36_tokenizer_dir
 
+    from pathlib import Path
+
+    from .errors import UsageProblem
+    from .init_contract import run_init
+
     print(f"building (or reusing) the demo fixtures: Qwen3.6 tokenizer and a {args.rows:,}-row dataset ...", flush=True)
     tokenizer = qwen36_tokenizer_dir()
     dataset = fixture_dataset_dir(args.rows, args.seed)
-    argv = ["-m", "pytest", f"--dataset-path={dataset}", f"--tokenizer={tokenizer}", f"--expected-count={args.rows}",
-            f"--report-dir={args.report_dir}", "-p", "no:cacheprovider", *passthrough]
+    # The README's flow: init on a known-good dataset, then gate with the contract it wrote.
+    contract = Path(args.report_dir) / "demo-contract.toml"
+    try:
+        seen, path = run_init(str(dataset), str(contract), str(tokenizer), force=True, max_len=4096)
+    except UsageProblem as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 4
+    print(f"drafter-contracts init {dataset} --tokenizer {tokenizer} -o {path} --max-len 4096 --force "
+          f"({seen.num_rows:,} rows pinned)", flush=True)
+    argv = ["-m", "pytest", f"--dataset-path={dataset}", f"--contract={path}", f"--report-dir={args.report_dir}",
+            "-p", "no:cacheprovider", *passthrough]
     print("python " + " ".join(argv), flush=True)
     return subprocess.call([sys.executable, *argv])
 
