@@ -128,21 +128,21 @@ def test_mask_bug_after_retokenizing(tmp_path, saved, clean_dataset, tokenizer_d
     ('{"kind": "drafter-contracts-baseline", "version": 99}', "baseline version 99"),
     ('{"kind": "drafter-contracts-baseline", "version": 1, "profile": {"rows": 3}}', "profile is missing"),
 ])
-def test_bad_baseline_file_is_a_usage_error(tmp_path, clean_dataset, tokenizer_dir, content, says):
+def test_bad_baseline_file_is_a_usage_error(tmp_path, usage_run, clean_dataset, tokenizer_dir, content, says):
     path = tmp_path / "baseline.json"
     if content is not None:
         path.write_text(content)
-    proc, _ = run(tmp_path, f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", f"--baseline={path}")
-    assert proc.returncode == 4
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"ERROR: --baseline {path}: ") and says in lines[0], proc.stderr
-    assert "Traceback" not in proc.stderr
+    run = usage_run(f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
+                    f"--baseline={path}")
+    assert run.ret == 4
+    assert len(run.errors) == 1 and run.errors[0].startswith(f"ERROR: --baseline {path}: ") and says in run.errors[0], run.output
+    assert "Traceback" not in run.output
 
 
-def test_save_baseline_inside_dataset_is_refused(tmp_path, clean_dataset, tokenizer_dir):
-    proc, _ = run(tmp_path, f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
-                  f"--save-baseline={clean_dataset / 'baseline.json'}")
-    assert proc.returncode == 4 and "read-only" in proc.stderr
+def test_save_baseline_inside_dataset_is_refused(usage_run, clean_dataset, tokenizer_dir):
+    run = usage_run(f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
+                    f"--save-baseline={clean_dataset / 'baseline.json'}")
+    assert run.ret == 4 and len(run.errors) == 1 and "read-only" in run.errors[0]
     assert not (clean_dataset / "baseline.json").exists()
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 

@@ -127,9 +127,7 @@ def test_merge_refuses_parts_that_do_not_make_one_run(runs, clean_dataset, token
         assert not (tmp_path / f"out-{case.replace(' ', '-')}" / "summary.json").exists()
 
 
-def test_bad_split_option_is_a_usage_error(clean_dataset, tmp_path):
-    proc, _ = run(tmp_path, f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", "--split=train", "-n", "0")
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 4 and "Traceback" not in output
-    errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and "--dataset-split NAME" in errors[0], output
+def test_bad_split_option_is_a_usage_error(clean_dataset, usage_run):
+    run = usage_run(f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", "--split=train", "-n", "0")
+    assert run.ret == 4 and "Traceback" not in run.output
+    assert len(run.errors) == 1 and "--dataset-split NAME" in run.errors[0], run.output

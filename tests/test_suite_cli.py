@@ -197,18 +197,14 @@ def bad_inputs(tmp_path_factory, clean_dataset):
     "contract unknown key", "contract wrong type", "contract missing value", "contract file missing",
     "tokenizer missing", "tokenizer cannot load", "tokenizer not ChatML", "bad tolerance", "report dir inside dataset",
 ])
-def test_bad_input_is_one_line_and_exit_4(bad_inputs, case):
+def test_bad_input_is_one_line_and_exit_4(bad_inputs, usage_run, case):
+    """In-process: the same checks a subprocess meets (tests/test_usage_errors.py keeps two real ones)."""
     tmp, cases = bad_inputs
     args, fragment = cases[case]
-    cwd = tmp / f"run-{case.replace(' ', '-')}"
-    cwd.mkdir(exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, "-n", "0"],
-                          cwd=cwd, capture_output=True, text=True, timeout=300)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 4, output
-    assert "Traceback" not in output
-    errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and fragment in errors[0], output
+    run = usage_run(*args, "-n", "0")
+    assert run.ret == 4, run.output
+    assert "Traceback" not in run.output
+    assert len(run.errors) == 1 and fragment in run.errors[0], run.output
 
 
 def test_empty_dataset_saved_by_datasets_is_a_verdict(pytester, clean_dataset, common_args):

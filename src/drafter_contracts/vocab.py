@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import UsageProblem
-from .tokenizer_source import BUILTIN_PREFIX, BUILTIN_TOKENIZERS, resolve_tokenizer
+from .tokenizer_source import BUILTIN_PREFIX, resolve_tokenizer
 TABLES_VERSION = 2
 
 
