@@ -125,6 +125,11 @@ def test_report_only_duplicates_pass_in_junit(pytester, args):
     assert "test_duplicate_rows" in cases and cases["test_duplicate_rows"].find("failure") is None
     assert summary(pytester)["checks"]["duplicate_rows"]["verdict"] == "warn"
     assert summary(pytester)["checks"]["duplicate_rows"]["global"]
+    page = (pytester.path / "reports" / "report.html").read_text()
+    assert 'class="bar cap"' in page and "21 at cap" in page  # the fixture's 21 rows at max_len
+    cells = re.findall(r'<td class="num" title="[\d.]+ s">([^<]+)</td>', page)
+    assert len(cells) == len(summary(pytester)["checks"]) and "0.00" not in cells
+    assert any(c.endswith("µs") for c in cells)  # clean shards settle most checks in microseconds
 
 
 def test_the_verdict_line_comes_after_the_warnings(pytester, args):

@@ -77,6 +77,15 @@ def run_suite(dataset: Path, tokenizer_dir: Path, rows: int, report: Path) -> tu
     return proc, json.loads(summary_file.read_text())
 
 
+def run_suite_inprocess(pytester, dataset: Path, tokenizer_dir: Path, rows: int) -> tuple[int, str, dict[str, Any]]:
+    """The same run through pytester in this process (test_suite_passes_on_speculators_dataset keeps a real one)."""
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--dataset-path={dataset}", "--contract=speculators-regex",
+                                          f"--tokenizer={tokenizer_dir}", f"--expected-count={rows}", "--report-dir=reports")
+    summary_file = pytester.path / "reports" / "summary.json"
+    assert summary_file.is_file(), result.stdout.str()[-4000:]
+    return result.ret, result.stdout.str(), json.loads(summary_file.read_text())
+
+
 @pytest.fixture(scope="session")
 def speculators_path() -> Path:
     """Where speculators 0.7.0 was installed; skips every test here when it cannot be imported."""
@@ -162,7 +171,7 @@ def test_speculators_masks_are_not_trivial(produced: Produced) -> None:
 
 
 def test_negative_control_im_end_in_pattern_fails(produced: Produced, preprocessing: ModuleType,
-                                                   tokenizer_dir: Path, tmp_path: Path) -> None:
+                                                   tokenizer_dir: Path, tmp_path: Path, pytester) -> None:
     """Same speculators code, told (via its own assistant_pattern) to supervise <|im_end|>: rejected.
 
     Shows the subprocess harness can fail, so the clean pass above means something.
@@ -176,8 +185,8 @@ def test_negative_control_im_end_in_pattern_fails(produced: Produced, preprocess
     conversations = generate_conversations(100, SEED)
     out = write_rows(speculators_rows(conversations, tokenizer, MAX_LEN, preprocessing=preprocessing,
                                       assistant_pattern=bad), tmp_path / "ds")
-    proc, summary = run_suite(out, tokenizer_dir, 100, tmp_path / "report")
-    assert proc.returncode == 1, proc.stdout[-4000:]
+    ret, stdout, summary = run_suite_inprocess(pytester, out, tokenizer_dir, 100)
+    assert ret == 1, stdout[-4000:]
     verdicts = {name: c["verdict"] for name, c in summary["checks"].items()}
     assert verdicts.pop("mask_on_assistant_spans") == "fail"
     assert "fail" not in verdicts.values(), verdicts
@@ -186,7 +195,8 @@ def test_negative_control_im_end_in_pattern_fails(produced: Produced, preprocess
         "token_freq", "duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors"}, verdicts
 
 
-def test_raw_int64_output_passes_its_producer_contract(produced: Produced, tokenizer_dir: Path, tmp_path: Path) -> None:
+def test_raw_int64_output_passes_its_producer_contract(produced: Produced, tokenizer_dir: Path, tmp_path: Path,
+                                                       pytester) -> None:
     """speculators' own dtypes (int64 ids, int64 0/1 mask), saved without a cast, pass speculators-regex."""
     rows = zip((r.astype(np.int64).tolist() for r in produced.input_ids),
                (m.astype(bool).tolist() for m in produced.loss_mask))
@@ -195,8 +205,8 @@ def test_raw_int64_output_passes_its_producer_contract(produced: Produced, token
 
     features = load_from_disk(str(out)).features.to_dict()
     assert features["input_ids"]["feature"]["dtype"] == "int64" and features["loss_mask"]["feature"]["dtype"] == "int64"
-    proc, summary = run_suite(out, tokenizer_dir, produced.notes.rows, tmp_path / "report")
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    ret, stdout, summary = run_suite_inprocess(pytester, out, tokenizer_dir, produced.notes.rows)
+    assert ret == 0, stdout[-4000:]
     checks = summary["checks"]
     assert checks["schema"]["verdict"] == "pass" and checks["mask_values"]["verdict"] == "pass"
     assert checks["mask_on_assistant_spans"]["verdict"] == "pass"

@@ -26,7 +26,7 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 .meta{color:#57606a;margin:2px 0} code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
 table{border-collapse:collapse;width:100%} th,td{border-bottom:1px solid #eaeef2;padding:5px 8px;text-align:left;vertical-align:top}
-th{background:#f6f8fa;font-weight:600} td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f6f8fa;font-weight:600} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .badge{display:inline-block;min-width:38px;text-align:center;color:#fff;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600}
 .overall{font-size:16px;padding:3px 12px}
 .plots{display:flex;flex-wrap:wrap;gap:18px} figure{margin:0;border:1px solid #d0d7de;border-radius:6px;padding:8px}
@@ -132,8 +132,8 @@ def seq_len_svg(edges: list[int], hist: list[int], min_len: int | None, max_len:
             parts.append(f'<rect class="bar cap" x="{x0:.1f}" y="{base - h:.1f}" width="{width:.1f}" height="{h:.1f}" '
                          f'fill="#fa4549" stroke="#82071e" stroke-width="0.6"><title>{edges[i]:,}..{edges[i + 1] - 1:,} '
                          f'tokens (holds max_len {max_len:,}): {hist[i]:,} rows</title></rect>'
-                         f'<text class="cap-count" x="{x0 + width + 2:.1f}" y="{max(base - h - 3, PAD_T + 22):.1f}" '
-                         f'font-size="11" fill="#82071e">{hist[i]:,} at cap</text>')
+                         f'<text class="cap-count" x="{x0 - 3:.1f}" y="{max(base - h - 3, PAD_T + 24):.1f}" '
+                         f'text-anchor="end" font-size="11" fill="#82071e">{hist[i]:,} at cap</text>')
             continue
         parts.append(f'<rect class="bar" x="{x0:.1f}" y="{base - h:.1f}" width="{max(x1 - x0 - 0.5, 0.8):.1f}" '
                      f'height="{h:.1f}" fill="#54aeff"><title>{edges[i]:,}..{edges[i + 1] - 1:,} tokens: '
