@@ -112,7 +112,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     Every worker imports numpy, pyarrow and the tokenizer tables before its first test; a
     worker with no shard to check only adds that cost.
     """
-    if not config.getoption("dataset_path", None):
+    if not config.getoption("dataset_path", None) or hasattr(config, "workerinput"):
         return None
     opts = run_options(config)
     shards = planned_shards(opts)

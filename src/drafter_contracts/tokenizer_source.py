@@ -17,6 +17,7 @@ Three kinds of value are accepted:
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from pathlib import Path
@@ -72,7 +73,9 @@ def resolve_tokenizer(name: str, option: str = "--tokenizer") -> str:
     if name.startswith(BUILTIN_PREFIX):
         which = name[len(BUILTIN_PREFIX):]
         if which not in BUILTIN_TOKENIZERS:
-            raise UsageProblem(f"{option} {name}: unknown built-in; use one of "
+            close = difflib.get_close_matches(which, BUILTIN_TOKENIZERS, n=1, cutoff=0.6)
+            hint = f" (did you mean '{BUILTIN_PREFIX}{close[0]}'?)" if close else ""
+            raise UsageProblem(f"{option} {name}: unknown built-in{hint}; use one of "
                                + ", ".join(BUILTIN_PREFIX + b for b in BUILTIN_TOKENIZERS))
         return name
     path = Path(name).expanduser()
