@@ -93,16 +93,16 @@ def active(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if active(config):
+        run_options(config)  # first: a usage error must not wait for hypothesis's import (1-4 s)
     if config.getoption("masker", None) or config.getoption("hypothesis_profile", None):
         # Before hypothesis's own pytest_configure loads --hypothesis-profile (this hook is tryfirst).
         from .profiles import register_profiles
 
         register_profiles()
-    if not active(config):
-        return
-    run_options(config)
-    # pytest_configure is a historic hook: the plugin's own pytest_configure runs on registration.
-    config.pluginmanager.register(importlib.import_module(PLUGIN), PLUGIN)
+    if active(config):
+        # pytest_configure is a historic hook: the plugin's own pytest_configure runs on registration.
+        config.pluginmanager.register(importlib.import_module(PLUGIN), PLUGIN)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
