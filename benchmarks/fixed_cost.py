@@ -10,7 +10,9 @@ Each round times, back to back, from an empty folder (no conftest.py of this rep
   ``drafter-contracts init`` wrote for it (so the drift sample is on and the tokenizer is parsed):
   ``pytest --dataset-path=DS --contract=contract.toml -n auto``;
 * ``unrelated`` with and without the plugin: one trivial test in a folder of its own, the cost the
-  installed package adds to every pytest run in its environment.
+  installed package adds to every pytest run in its environment (fastest run of each way, interleaved,
+  so that the machine's noise, ±100 ms under load, does not drown a few milliseconds). The entry
+  point's own import time on top of pytest's is reported beside it.
 
 Targets: ``check / bare <= 4`` (median of the rounds' own ratios), ``-n auto`` starts no more
 workers than there are shards, and the plugin adds <= 50 ms to an unrelated run.
@@ -39,10 +41,11 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
 
 
 def entry_import_us(py: str) -> int:
-    """Cumulative import time of the pytest11 entry point, in microseconds (best of 5)."""
+    """Import time of the pytest11 entry point on top of pytest (already imported in any pytest run), in
+    microseconds, best of 5."""
     best = None
     for _ in range(5):
-        out = subprocess.run([py, "-X", "importtime", "-c", "import drafter_contracts.options"],
+        out = subprocess.run([py, "-X", "importtime", "-c", "import pytest; import drafter_contracts.options"],
                              capture_output=True, text=True).stderr
         for line in out.splitlines():
             if line.rstrip().endswith("drafter_contracts.options"):
@@ -55,7 +58,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--plain-repeats", type=int, default=5, help="unrelated runs per round, each way")
+    parser.add_argument("--plain-repeats", type=int, default=25, help="unrelated runs, each way, interleaved")
     parser.add_argument("--report", type=Path, default=Path("reports/fixed-cost.json"))
     args = parser.parse_args()
 
@@ -74,7 +77,10 @@ def main() -> int:
         return 1
     unrelated = work / "unrelated"
     unrelated.mkdir()
-    (unrelated / "test_unrelated.py").write_text("def test_unrelated():\n    assert 1 + 1 == 2\n")
+    (unrelated / "test_unrelated.py").write_text(  # notes which of the package's modules the run imported
+        "import json, sys\n\ndef test_unrelated():\n    assert 1 + 1 == 2\n"
+        "    ours = sorted(m for m in sys.modules if m.startswith('drafter_contracts'))\n"
+        "    open('imported.json', 'w').write(json.dumps(ours))\n")
     check_cmd = [py, "-m", "pytest", f"--dataset-path={dataset}", f"--contract={contract}", "-n", "auto",
                  f"--report-dir={work / 'reports'}"]
     plain = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_unrelated.py"]
@@ -90,39 +96,44 @@ def main() -> int:
         m = re.search(r"created: (\d+)/\d+ workers", proc.stdout)
         workers = int(m.group(1)) if m else 0
         summary = json.loads((work / "reports" / "summary.json").read_text())
-        with_plugin, without = [], []
-        for _ in range(args.plain_repeats):  # interleaved, so drift hits both alike
-            with_plugin.append(timed(plain, unrelated)[0])
-            without.append(timed([*plain, "-p", "no:drafter_contracts"], unrelated)[0])
         rounds.append({"load_avg_1m": load, "bare_s": round(t_bare, 3), "check_s": round(t_check, 3),
                        "check_over_bare": round(t_check / t_bare, 3), "workers": workers,
-                       "shards": summary["figures"]["shards_total"],
-                       "unrelated_with_plugin_s": round(statistics.median(with_plugin), 4),
-                       "unrelated_without_plugin_s": round(statistics.median(without), 4),
-                       "plugin_overhead_s": round(statistics.median(with_plugin) - statistics.median(without), 4)})
+                       "shards": summary["figures"]["shards_total"]})
         print(f"round {r + 1}: load {load:.1f} · bare {t_bare:.2f} s · check {t_check:.2f} s "
-              f"(x{t_check / t_bare:.2f}) · workers {workers} for {rounds[-1]['shards']} shard(s) · "
-              f"plugin +{rounds[-1]['plugin_overhead_s'] * 1000:.0f} ms", flush=True)
+              f"(x{t_check / t_bare:.2f}) · workers {workers} for {rounds[-1]['shards']} shard(s)", flush=True)
 
+    with_plugin, without = [], []
+    for _ in range(args.plain_repeats):  # interleaved, so the machine's drift hits both alike
+        with_plugin.append(timed(plain, unrelated)[0])
+        without.append(timed([*plain, "-p", "no:drafter_contracts"], unrelated)[0])
+    # What an unrelated run imports of the package: the entry point only, never the plugin.
+    timed(plain, unrelated)
+    ours = json.loads((unrelated / "imported.json").read_text())
     med = lambda key: statistics.median(r[key] for r in rounds)  # noqa: E731
     result = {
         "rows": args.rows, "rounds": rounds, "init_s": round(t_init, 3),
         "entry_point_import_us": entry_import_us(py),
+        "modules_imported_by_an_unrelated_run": ours,
+        "unrelated_runs_each_way": args.plain_repeats,
+        "unrelated_with_plugin_s": {"min": round(min(with_plugin), 4), "median": round(statistics.median(with_plugin), 4)},
+        "unrelated_without_plugin_s": {"min": round(min(without), 4), "median": round(statistics.median(without), 4)},
         "check_over_bare_median": round(med("check_over_bare"), 3),
-        "plugin_overhead_s_median": round(med("plugin_overhead_s"), 4),
+        # the fastest run of each way: the least disturbed runs of a noisy machine
+        "plugin_overhead_s": round(min(with_plugin) - min(without), 4),
         "workers_max": max(r["workers"] for r in rounds), "shards": rounds[0]["shards"],
         "targets": TARGETS,
     }
     result["met"] = {
         "check_over_bare": result["check_over_bare_median"] <= TARGETS["check_over_bare"],
-        "plugin_overhead_s": result["plugin_overhead_s_median"] <= TARGETS["plugin_overhead_s"],
+        "plugin_overhead_s": result["plugin_overhead_s"] <= TARGETS["plugin_overhead_s"],
         "workers_le_shards": all(r["workers"] <= r["shards"] for r in rounds),
     }
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps(result, indent=2) + "\n")
     print(f"check / bare: median {result['check_over_bare_median']:.2f} (target <= {TARGETS['check_over_bare']:g}); "
-          f"plugin overhead: median {result['plugin_overhead_s_median'] * 1000:.0f} ms (target <= 50 ms), entry point "
-          f"import {result['entry_point_import_us'] / 1000:.1f} ms; workers <= shards: {result['met']['workers_le_shards']}; "
+          f"plugin overhead (fastest of {args.plain_repeats} each way) {result['plugin_overhead_s'] * 1000:.0f} ms "
+          f"(target <= 50 ms), entry point "
+          f"import {result['entry_point_import_us'] / 1000:.1f} ms (an unrelated run imports {', '.join(ours)}); workers <= shards: {result['met']['workers_le_shards']}; "
           f"init {t_init:.1f} s; written to {args.report}")
     return 0 if all(result["met"].values()) else 1
 
