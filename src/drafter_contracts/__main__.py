@@ -66,7 +66,7 @@ def _init(args: argparse.Namespace) -> int:
     template = (seen.template or {}).get("name", "none (no tokenizer)")
     print(f"wrote {path}: {seen.num_rows:,} rows, seq_len {seen.seq_len_min:,}..{seen.seq_len_max:,}, "
           f"template profile {template}, read in {seen.seconds:.1f} s")
-    print(f"commit it, then gate every later dataset with: pytest --dataset-path=DIR --contract={path}")
+    print(f"commit it, then gate every later dataset with: pytest --dataset-path=DIR --contract={args.output}")
     return 0
 
 
