@@ -1,4 +1,4 @@
-"""A full-scale clean dataset with the seed's shape, generated as token ids with numpy.
+"""A full-scale clean dataset with the 913,786-row Qwen3.6 dataset's shape, generated as token ids with numpy.
 
 Rendering 913,786 conversations through ``apply_chat_template`` would take an hour;
 the benchmark needs the shape, not the rendering. So the rows are *re-worded copies*
@@ -35,7 +35,7 @@ from drafter_contracts.fixtures.cache import cache_root, cached_build
 from drafter_contracts.fixtures.generate import ARROW_SCHEMA, fixture_dataset_dir, load_tokenizer
 from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
 
-#: The seed's row count.
+#: The Qwen3.6 dataset's row count.
 FULL_ROWS = 913_786
 #: Bump when the generator's output changes, or stale caches keep serving old rows.
 VERSION = "v3"

@@ -23,7 +23,7 @@ from drafter_contracts.vocab import load_vocabulary
 
 
 def main(paths: list[str]) -> None:
-    contract_file = resolve_contract_path(None)
+    contract_file = resolve_contract_path("qwen3.6-dflash")
     contract = load_contract(contract_file, {})
     vocab = load_vocabulary(_tokenizer_name(contract.tokenizer, contract_file, False))
     for path in paths:

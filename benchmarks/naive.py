@@ -1,4 +1,4 @@
-"""The seed-style baseline: one Python loop per row (and per token) doing the suite's per-row checks.
+"""The plain-Python baseline: one Python loop per row (and per token) doing the suite's per-row checks.
 
 What a team writes before it has a suite: load the dataset with ``datasets``, iterate
 the rows as Python lists, and check each one. To compare like with like it covers the

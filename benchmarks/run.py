@@ -4,8 +4,8 @@ One command (from the repository root)::
 
     python benchmarks/run.py                  # builds the datasets once (~1 min), then measures (~10 min)
 
-It writes ``reports/benchmark.json`` and prints the ratios the scale issue sets
-targets for. Timings are wall clock on whatever else the machine is doing: the
+It writes ``reports/benchmark.json`` and prints its ratios against the
+throughput targets. Timings are wall clock on whatever else the machine is doing: the
 load average before each run is recorded next to it.
 """
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fullscale  # noqa: E402
 from naive import naive_loop  # noqa: E402
 
-#: The scale issue's targets. Two compare per-row work: ``-n 1 / -n 2`` and the per-row loop are set
+#: The throughput targets. Two compare per-row work: ``-n 1 / -n 2`` and the per-row loop are set
 #: against the suite's per-row part (full run minus the 1 K-row run), since whole runs cannot meet
 #: them on two cores (see ``whole_run_bounds``); the whole-run ratios are still reported beside them.
 TARGETS = {"marginal_over_floor": 6.0, "marginal_n1_over_n2": 1.8, "fixed_overhead_s": 10.0,
@@ -256,7 +256,7 @@ def _median(values: list[float], digits: int) -> float | None:
 
 
 def ratios(r: dict[str, Any]) -> dict[str, Any]:
-    """The issue's ratios, each the median over rounds of that round's own value: the VM's speed
+    """The target ratios, each the median over rounds of that round's own value: the VM's speed
     drifts within minutes, and a round's runs and floor are measured minutes apart at most."""
     fixed, fixed_n1 = r["fixed_run"], r["fixed_run"].replace("_n2", "_n1")
     full2, full1 = r["suite"]["full_n2"], r["suite"].get("full_n1")
@@ -324,7 +324,7 @@ def table(res: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=fullscale.FULL_ROWS, help="full size (default: the seed's 913,786)")
+    parser.add_argument("--rows", type=int, default=fullscale.FULL_ROWS, help="full size (default: 913,786)")
     parser.add_argument("--slices", default="1000,100000,300000", help="smaller sizes; the first is the fixed-overhead run")
     parser.add_argument("--no-n1", action="store_true", help="skip the -n 1 run of the full size")
     parser.add_argument("--repeats", type=int, default=5,

@@ -22,7 +22,7 @@ import fullscale  # noqa: E402
 
 keep_freed_memory()  # as the suite does (allocator.py)
 path = sys.argv[1] if len(sys.argv) > 1 else str(fullscale.dataset_dir(100_000))
-contract = load_contract(resolve_contract_path(None), {})
+contract = load_contract(resolve_contract_path("qwen3.6-dflash"), {})
 ds = open_dataset(path)
 vocab = load_vocabulary(contract.tokenizer)
 eng = Engine(ds, contract, vocab)

@@ -20,6 +20,28 @@ from drafter_contracts.vocab import Vocabulary, load_vocabulary
 FIXTURE_ROWS = 2000
 
 
+class UsageRun:
+    """A pytest run that must stop on a usage error, run in-process (no Python start-up, no re-import)."""
+
+    def __init__(self, ret: int, output: str) -> None:
+        self.ret, self.output = ret, output
+        self.errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        return [line for line in self.output.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def usage_run(pytester):
+    """``usage_run(*args)``: the run's exit code, output and ``ERROR:`` lines (tests/test_usage_errors.py
+    keeps two real subprocesses to hold the same promise end to end)."""
+    def run(*args: str) -> UsageRun:
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+        return UsageRun(result.ret, result.stdout.str() + "\n" + result.stderr.str())
+    return run
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
     return qwen36_tokenizer_dir()

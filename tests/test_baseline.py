@@ -41,7 +41,7 @@ def run(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None
 def saved(tmp_path_factory, clean_dataset, tokenizer_dir) -> Path:
     cwd = tmp_path_factory.mktemp("baseline-save")
     target = cwd / "known-good" / "baseline.json"
-    proc, summary = run(cwd, f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}",
+    proc, summary = run(cwd, f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
                         f"--expected-count={ROWS}", f"--save-baseline={target}")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert f"{target} (baseline saved)" in proc.stdout
@@ -74,7 +74,7 @@ def junit_baseline(cwd: Path) -> ET.Element:
 
 
 def test_same_data_passes(tmp_path, saved, clean_dataset, tokenizer_dir):
-    proc, summary = run(tmp_path, f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}",
+    proc, summary = run(tmp_path, f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
                         f"--expected-count={ROWS}", f"--baseline={saved}")
     assert proc.returncode == 0, proc.stdout[-3000:]
     check = summary["checks"]["baseline"]
@@ -87,7 +87,7 @@ def test_same_data_passes(tmp_path, saved, clean_dataset, tokenizer_dir):
 def test_five_percent_rows_dropped(tmp_path, saved, clean_dataset, tokenizer_dir):
     MUTANTS["row_count_drop_5pct"](clean_dataset, tmp_path / "data", 0)
     # The contract is told the new count, so only the baseline notices the loss.
-    proc, summary = run(tmp_path, f"--dataset-path={tmp_path / 'data'}", f"--tokenizer={tokenizer_dir}",
+    proc, summary = run(tmp_path, f"--dataset-path={tmp_path / 'data'}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
                         "--expected-count=1900", f"--baseline={saved}")
     fails = baseline_failure(proc, summary)
     assert fails == ["FAIL rows: 2,000 -> 1,900 (-100, -5.00%; allowed ± 1%)"]
@@ -99,7 +99,7 @@ def test_five_percent_rows_dropped(tmp_path, saved, clean_dataset, tokenizer_dir
 
 def test_tokenizer_changed(tmp_path, saved, clean_dataset, tokenizer_dir):
     other = changed_tokenizer(tokenizer_dir, tmp_path / "tokenizer")
-    proc, summary = run(tmp_path, f"--dataset-path={clean_dataset}", f"--tokenizer={other}",
+    proc, summary = run(tmp_path, f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={other}",
                         f"--expected-count={ROWS}", f"--baseline={saved}")
     fails = baseline_failure(proc, summary)
     assert len(fails) == 1
@@ -112,7 +112,7 @@ def test_mask_bug_after_retokenizing(tmp_path, saved, clean_dataset, tokenizer_d
     contract's completeness policy catches it row by row; without that policy only the baseline does."""
     cleared = reasoning_unmasked(clean_dataset, tmp_path / "data")
     assert cleared > 0
-    proc, summary = run(tmp_path, f"--dataset-path={tmp_path / 'data'}", f"--tokenizer={tokenizer_dir}",
+    proc, summary = run(tmp_path, f"--dataset-path={tmp_path / 'data'}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
                         f"--expected-count={ROWS}", f"--baseline={saved}")
     fails = baseline_failure(proc, summary, also=frozenset({"mask_covers_assistant_spans"}))
     text = "\n".join(fails)
@@ -128,26 +128,26 @@ def test_mask_bug_after_retokenizing(tmp_path, saved, clean_dataset, tokenizer_d
     ('{"kind": "drafter-contracts-baseline", "version": 99}', "baseline version 99"),
     ('{"kind": "drafter-contracts-baseline", "version": 1, "profile": {"rows": 3}}', "profile is missing"),
 ])
-def test_bad_baseline_file_is_a_usage_error(tmp_path, clean_dataset, tokenizer_dir, content, says):
+def test_bad_baseline_file_is_a_usage_error(tmp_path, usage_run, clean_dataset, tokenizer_dir, content, says):
     path = tmp_path / "baseline.json"
     if content is not None:
         path.write_text(content)
-    proc, _ = run(tmp_path, f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", f"--baseline={path}")
-    assert proc.returncode == 4
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"ERROR: --baseline {path}: ") and says in lines[0], proc.stderr
-    assert "Traceback" not in proc.stderr
+    run = usage_run(f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
+                    f"--baseline={path}")
+    assert run.ret == 4
+    assert len(run.errors) == 1 and run.errors[0].startswith(f"ERROR: --baseline {path}: ") and says in run.errors[0], run.output
+    assert "Traceback" not in run.output
 
 
-def test_save_baseline_inside_dataset_is_refused(tmp_path, clean_dataset, tokenizer_dir):
-    proc, _ = run(tmp_path, f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}",
-                  f"--save-baseline={clean_dataset / 'baseline.json'}")
-    assert proc.returncode == 4 and "read-only" in proc.stderr
+def test_save_baseline_inside_dataset_is_refused(usage_run, clean_dataset, tokenizer_dir):
+    run = usage_run(f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
+                    f"--save-baseline={clean_dataset / 'baseline.json'}")
+    assert run.ret == 4 and len(run.errors) == 1 and "read-only" in run.errors[0]
     assert not (clean_dataset / "baseline.json").exists()
 
 
 def test_thresholds_come_from_the_contract(tmp_path):
-    src = resolve_contract_path(None).read_text()
+    src = resolve_contract_path("qwen3.6-dflash").read_text()
     path = tmp_path / "c.toml"
     path.write_text(src + '\n[baseline]\ncount_tolerance = "10%"\nmax_seq_len_ks = 0.2\ntop_k = 5\nfail_on_fingerprint = false\n')
     policy = load_contract(path).baseline

@@ -17,7 +17,7 @@ from drafter_contracts.spans.chatml import ChatMLProfile, label
 
 @pytest.fixture(scope="module")
 def contract():
-    return load_contract(resolve_contract_path(None), {"min_len": 5})
+    return load_contract(resolve_contract_path("qwen3.6-dflash"), {"min_len": 5})
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +112,8 @@ def test_policy_can_allow_the_end_token(tmp_path, good, vocab):
     with_end = mask[:-2] + [True, True]  # <|im_end|> and the newline after it, as speculators 0.8+ writes
     a = shard_of(tmp_path, table([(ids, with_end, len(ids))]))
     v = usable_view(a)
-    strict = load_contract(resolve_contract_path(None))
-    loose = load_contract(resolve_contract_path(None))
+    strict = load_contract(resolve_contract_path("qwen3.6-dflash"))
+    loose = load_contract(resolve_contract_path("qwen3.6-dflash"))
     loose = type(loose)(**{**loose.__dict__, "mask": type(loose.mask)(end_of_turn=True, newline_after_end=True)})
     labels = label(v.ids, v.offsets, ChatMLProfile.from_vocabulary(vocab), 4096)
     assert not spans.check_mask_on_assistant_spans(v, a, labels, strict).ok
@@ -156,7 +156,7 @@ def test_wrong_tokenizer_is_refused_before_any_test(clean_dataset, vocab):
 
     from drafter_contracts.engine import Engine
 
-    contract = load_contract(resolve_contract_path(None))
+    contract = load_contract(resolve_contract_path("qwen3.6-dflash"))
     assert Engine(open_dataset(clean_dataset), contract, vocab).coverage_problem() is None
     small = copy.copy(vocab)
     small.__dict__["known"] = vocab.known.copy()

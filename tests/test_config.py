@@ -26,8 +26,17 @@ def write(tmp_path: Path, text: str) -> Path:
     return p
 
 
-def test_default_contract_states_the_seed_dataset():
+def test_default_contract_fits_any_dataset():
+    """Without --contract nothing of one dataset is pinned: no count, no cap, int32 or int64 ids, any 0/1 mask."""
     c = load_contract(resolve_contract_path(None))
+    assert c.name == "generic" and c.expected_count is None and c.count_bounds() is None
+    assert c.max_len is None and c.tokenizer is None
+    assert set(c.columns["input_ids"]) == {"list<int32>", "list<int64>"}
+    assert {"list<bool>", "list<int64>", "list<uint8>"} <= set(c.columns["loss_mask"])
+
+
+def test_example_contract_states_the_qwen36_dataset():
+    c = load_contract(resolve_contract_path("qwen3.6-dflash"))
     assert c.name == "qwen3.6-dflash"
     assert c.expected_count == 913_786 and c.count_bounds() == (913_786 - 4_568, 913_786 + 4_568)
     assert dict(c.columns) == {"input_ids": "list<int32>", "loss_mask": "list<bool>", "seq_len": "int64"}
@@ -58,12 +67,21 @@ def test_tolerance(raw, expected, rows):
     (MINIMAL + "[extras]\na = 1\n", "unknown table [extras]"),
     (MINIMAL.replace("max_len = 100", 'max_len = "big"'), "max_len must be int, got str"),
     (MINIMAL.replace("max_len = 100", "max_len = true"), "max_len must be int, got bool"),
-    (MINIMAL.replace("max_len = 100", ""), "missing required value [lengths] max_len"),
-    (MINIMAL.replace('input_ids = "list<int32>"', 'input_ids = "list<float>"'), "[schema] input_ids must be one of"),
+    (MINIMAL.replace('name = "t"', ""), "missing required value [contract] name"),
+    (MINIMAL.replace('input_ids = "list<int32>"', 'input_ids = "list<float>"'), "'list<float>' is not an Arrow type"),
+    (MINIMAL.replace('input_ids = "list<int32>"', 'input_ids = "list<int23>"'), "(did you mean 'list<int32>'?)"),
+    (MINIMAL.replace('input_ids = "list<int32>"', 'input_ids = []'), "input_ids is an empty list"),
+    (MINIMAL + "colur = 1\n", "unknown key 'colur' in [lengths]"),
+    (MINIMAL + "max_lne = 1\n", "(did you mean 'max_len'?)"),
+    (MINIMAL + "[lenghts]\nmin_len = 1\n", "unknown table [lenghts] (did you mean 'lengths'?)"),
+    (MINIMAL + "expected_count = 5\n", "(it belongs in [dataset])"),
+    (MINIMAL + '[mask]\nturns = "lats"\n', "(did you mean 'last'?)"),
+    (MINIMAL + '[tokenizer]\ntemplate_profile = "lama3"\n', "(did you mean 'llama3'?)"),
     (MINIMAL.replace('input_ids = "list<int32>"\n', ""), "must declare column 'input_ids'"),
     (MINIMAL + "min_len = 200\n", "min_len 200 is larger than max_len 100"),
     (MINIMAL + '[dataset]\ncount_tolerance = "lots"\n', "count_tolerance must be"),
     (MINIMAL + '[tokenizer]\nfamily = "klingon"\n', "family 'klingon' is not supported"),
+    (MINIMAL + '[tokenizer]\nfamily = "chatmll"\n', "(did you mean 'chatml'?)"),
     ("[contract\nname=", "not valid TOML"),
 ])
 def test_bad_contract_files_say_what_is_wrong(tmp_path, text, fragment):
@@ -90,7 +108,7 @@ def test_non_utf8_contract_is_a_usage_error(tmp_path):
 ])
 def test_bad_command_line_values_name_the_option(override, fragment):
     with pytest.raises(UsageProblem) as err:
-        load_contract(resolve_contract_path(None), override)
+        load_contract(resolve_contract_path("qwen3.6-dflash"), override)
     assert str(err.value).startswith("command line (") and fragment in str(err.value)
 
 
@@ -125,3 +143,47 @@ def test_content_and_drift_tables(tmp_path):
     path.write_text(base + "\n[drift]\nsample_rows = -1\n")
     with pytest.raises(UsageProblem, match="sample_rows must be >= 0"):
         load_contract(path)
+
+
+def test_schema_lists_accepted_types(tmp_path):
+    c = load_contract(write(tmp_path, MINIMAL.replace('input_ids = "list<int32>"', 'input_ids = ["list<int32>", "list<int64>"]')))
+    assert c.columns["input_ids"] == ("list<int32>", "list<int64>")
+    assert c.to_dict()["columns"]["input_ids"] == ["list<int32>", "list<int64>"]
+    from drafter_contracts.checks.dataset_level import check_schema
+
+    assert check_schema({"input_ids": "list<int64>", "loss_mask": "list<bool>"}, c).ok
+    bad = check_schema({"input_ids": "list<int16>", "loss_mask": "list<bool>"}, c)
+    assert "input_ids is list<int16>, contract says list<int32> or list<int64>" in bad.message
+
+
+def test_a_contract_without_max_len_leaves_the_cap_open(tmp_path):
+    c = load_contract(write(tmp_path, MINIMAL.replace("max_len = 100", "min_len = 2")))
+    assert c.max_len is None and c.max_len_source == "contract"
+    from drafter_contracts.engine import observed_cap
+    import numpy as np
+
+    seen = observed_cap(c, np.array([5, 17, 9]))
+    assert seen.max_len == 17 and seen.max_len_source == "observed"
+    assert load_contract(c_path := write(tmp_path, MINIMAL.replace("max_len = 100", "")), {"max_len": 64}).max_len == 64
+    assert c_path.is_file()
+
+
+def test_producer_contracts_accept_what_their_producer_writes():
+    """speculators builds ids and mask as torch.long: its raw output is int64 lists."""
+    from drafter_contracts.checks.dataset_level import check_schema
+
+    raw = {"input_ids": "list<int64>", "loss_mask": "list<int64>", "seq_len": "int64"}
+    for name in ("speculators-regex", "speculators-per-turn", "generation-tags"):
+        assert check_schema(raw, load_contract(builtin_contracts()[name])).ok, name
+    assert not check_schema(raw, load_contract(builtin_contracts()["qwen3.6-dflash"])).ok  # the example pins its casts
+
+
+def test_unknown_option_values_suggest_the_closest():
+    from drafter_contracts.config import parse_mask_overrides
+
+    with pytest.raises(UsageProblem, match=r"did you mean 'completeness'"):
+        parse_mask_overrides(["completenes=all"])
+    with pytest.raises(UsageProblem, match=r"did you mean 'last'"):
+        parse_mask_overrides(["turns=lst"])
+    with pytest.raises(UsageProblem, match=r"did you mean 'qwen3.6-dflash'"):
+        resolve_contract_path("qwen3.6-dflsh")

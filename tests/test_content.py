@@ -33,7 +33,7 @@ def test_anchor_counts_match_speculators_rule():
     rng = np.random.default_rng(0)
     rows = [list(rng.integers(0, 100, n)) for n in (1, 5, 16, 17, 21, 40, 300)]
     masks = [list(rng.random(len(r)) < 0.5) for r in rows]
-    masks[4] = [False] * 18 + [True] * 3  # the issue's 21-token row ending in a 3-token "OK."
+    masks[4] = [False] * 18 + [True] * 3  # a 21-token row ending in a 3-token "OK."
     got = anchor_counts(_view(rows, masks), 16)
     want = [sum(m[: max(0, len(m) - 16)]) for m in masks]
     assert got.tolist() == want and got[4] == 0
@@ -76,7 +76,7 @@ def strict_contract(tmp_path_factory) -> Path:
 
 
 def run(pytester, folder: Path, tokenizer_dir: Path, *extra: str) -> tuple[int, dict, str]:
-    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
+    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
                                           "--expected-count=2000", "--report-dir=reports", "-p", "no:cacheprovider", *extra)
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
     return result.ret, summary, result.stdout.str()
@@ -84,12 +84,12 @@ def run(pytester, folder: Path, tokenizer_dir: Path, *extra: str) -> tuple[int, 
 
 @pytest.fixture(scope="session")
 def clean_content(tmp_path_factory, clean_dataset, tokenizer_dir):
-    """The clean fixture's content figures (it holds "OK." rows and two genuine duplicate pairs, like the seed)."""
+    """The clean fixture's content figures (it holds "OK." rows and two genuine duplicate pairs, like the 913,786-row Qwen3.6 dataset)."""
     pytester_dir = tmp_path_factory.mktemp("clean-content")
     import subprocess
     import sys
 
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={clean_dataset}",
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash",
                     f"--tokenizer={tokenizer_dir}", "--shard-size=400", "--expected-count=2000",
                     f"--report-dir={pytester_dir}", "-k", "row_contracts"], check=True, capture_output=True,
                    cwd=pytester_dir)

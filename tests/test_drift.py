@@ -125,7 +125,7 @@ def drift_mutant(tmp_path_factory, clean_dataset):
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_suite_catches_retokenized_dataset(pytester, drift_mutant, tokenizer_dir, workers):
     folder, mutation = drift_mutant
-    result = pytester.runpytest_subprocess(f"--dataset-path={folder}", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
+    result = pytester.runpytest_subprocess(f"--dataset-path={folder}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
                                            "--expected-count=2000", "--report-dir=reports", "-p", "no:cacheprovider",
                                            "-n", workers)
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())

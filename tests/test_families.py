@@ -75,7 +75,7 @@ def test_derived_profile_labels_like_the_builtin(family):
 @pytest.mark.parametrize("family", ALL_FAMILIES)
 def test_clean_family_dataset_passes_the_whole_suite(pytester, family):
     data = family_dataset_dir(family, ROWS)
-    result = pytester.runpytest_inprocess(f"--dataset-path={data}", f"--tokenizer={family_tokenizer_dir(family)}",
+    result = pytester.runpytest_inprocess(f"--dataset-path={data}", "--contract=qwen3.6-dflash", f"--tokenizer={family_tokenizer_dir(family)}",
                                           f"--expected-count={ROWS}", "--shard-size=150", "--report-dir=reports",
                                           "-p", "no:cacheprovider")
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
@@ -108,7 +108,7 @@ def test_mutants_fail_the_suite_end_to_end(tmp_path):
     family = "llama3"
     data = family_mutant_dataset_dir(family)
     n = len((data / "kinds.txt").read_text().split())
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={data}",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={data}", "--contract=qwen3.6-dflash",
                            f"--tokenizer={family_tokenizer_dir(family)}", f"--expected-count={n}",
                            f"--report-dir={tmp_path / 'reports'}", "-n", "0"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
@@ -179,7 +179,7 @@ def test_unseen_template_works_through_derivation(tmp_path):
              and all(m["role"] in ("system", "user", "assistant") and isinstance(m.get("content"), str)
                      for m in c["messages"])]
     data = write_rendered_dataset(AutoTokenizer.from_pretrained(str(tok_dir)), NOVEL, convs, tmp_path / "novel-data")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={data}",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={data}", "--contract=qwen3.6-dflash",
                            f"--tokenizer={tok_dir}", f"--expected-count={len(convs)}", "--min-len=1",
                            f"--report-dir={tmp_path / 'reports'}", "-n", "0"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
@@ -188,31 +188,26 @@ def test_unseen_template_works_through_derivation(tmp_path):
     assert summary["tokenizer"]["template_profile"]["source"] == "derived"
 
 
-def test_underivable_template_is_one_usage_line(tmp_path):
+def test_underivable_template_is_one_usage_line(tmp_path, usage_run):
     from drafter_contracts.fixtures.families import plain_tokenizer_dir
 
     tok_dir = _with_template(plain_tokenizer_dir(), tmp_path / "plain-tok", PLAIN)
     with pytest.raises(DerivationFailed, match="does not start with a special token"):
         derive_profile(load_vocabulary(str(tok_dir)))
     data = family_dataset_dir("chatml", ROWS)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={data}",
-                           f"--tokenizer={tok_dir}", f"--report-dir={tmp_path / 'reports'}", "-n", "0"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 4, output[-3000:]
-    errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and "cannot derive a template profile" in errors[0], output[-3000:]
+    run = usage_run(f"--dataset-path={data}", "--contract=qwen3.6-dflash", f"--tokenizer={tok_dir}",
+                    f"--report-dir={tmp_path / 'reports'}", "-n", "0")
+    assert run.ret == 4, run.output[-3000:]
+    errors = run.errors
+    assert len(errors) == 1 and "cannot derive a template profile" in errors[0], run.output[-3000:]
     assert "does not start with a special token" in errors[0] and "--template-profile" in errors[0]
-    assert "Traceback" not in output
+    assert "Traceback" not in run.output
 
 
-def test_forcing_a_builtin_of_another_family_is_a_usage_error(tmp_path):
+def test_forcing_a_builtin_of_another_family_is_a_usage_error(tmp_path, usage_run):
     data = family_dataset_dir("chatml", ROWS)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={data}",
-                           f"--tokenizer={family_tokenizer_dir('chatml')}", "--template-profile=llama3",
-                           f"--report-dir={tmp_path / 'reports'}", "-n", "0"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 4
-    errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and "not a llama3 tokenizer" in errors[0], output[-2000:]
+    run = usage_run(f"--dataset-path={data}", "--contract=qwen3.6-dflash", f"--tokenizer={family_tokenizer_dir('chatml')}",
+                    "--template-profile=llama3", f"--report-dir={tmp_path / 'reports'}", "-n", "0")
+    assert run.ret == 4
+    errors = run.errors
+    assert len(errors) == 1 and "not a llama3 tokenizer" in errors[0], run.output[-2000:]

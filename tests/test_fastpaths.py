@@ -76,7 +76,7 @@ def test_mask_checks_by_runs_equal_the_per_token_pass(data):
               "turns": data.draw(st.sampled_from(["all", "last"])),
               "completeness": data.draw(st.sampled_from(["all", "last"])),
               "reasoning_opener": data.draw(st.sampled_from(["supervised", "context"]))}
-    contract = load_contract(resolve_contract_path(None), {"max_len": 4096, "mask": policy})
+    contract = load_contract(resolve_contract_path("qwen3.6-dflash"), {"max_len": 4096, "mask": policy})
     allowed = spans.allowed_roles(contract.mask)[role]
     how = data.draw(st.sampled_from(["allowed", "allowed_no_boundary", "random"]))
     mask = {"allowed": allowed, "allowed_no_boundary": allowed & ~boundary,

@@ -340,10 +340,12 @@ def test_generator_mixture_and_validity() -> None:
 
 
 def test_generator_speed() -> None:
-    start = time.perf_counter()
+    # CPU time of this process: the generator is single-threaded Python, and wall time on a shared
+    # two-core machine measures the other jobs (1,649/s of wall at a load average of 6).
+    start = time.process_time()
     n = sum(1 for _ in generate_conversations(5000, 1))
-    rate = n / (time.perf_counter() - start)
-    assert rate > 2500, f"{rate:.0f} conversations/s"  # ~7,000/s measured; loose for busy CI machines
+    rate = n / (time.process_time() - start)
+    assert rate > 2500, f"{rate:.0f} conversations/s of CPU time"  # ~7,000/s measured
 
 
 # --------------------------------------------------------------------------- dataset

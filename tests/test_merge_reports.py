@@ -41,7 +41,7 @@ def violating(tmp_path_factory, clean_dataset):
 def runs(tmp_path_factory, violating, tokenizer_dir):
     data, _ = violating
     root = tmp_path_factory.mktemp("split-runs")
-    common = (f"--dataset-path={data}", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}", "--shard-size=300")
+    common = (f"--dataset-path={data}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}", "--shard-size=300")
     out = {"single": run(root / "single", *common, "-n", "0")}
     for k in range(1, N + 1):
         workers = ("-n", "2") if k == 2 else ("-n", "0")  # one part spread over xdist workers too
@@ -132,9 +132,7 @@ def test_merge_refuses_parts_that_do_not_make_one_run(runs, clean_dataset, token
         assert not (tmp_path / f"out-{case.replace(' ', '-')}" / "summary.json").exists()
 
 
-def test_bad_split_option_is_a_usage_error(clean_dataset, tmp_path):
-    proc, _ = run(tmp_path, f"--dataset-path={clean_dataset}", "--split=train", "-n", "0")
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 4 and "Traceback" not in output
-    errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and "--dataset-split NAME" in errors[0], output
+def test_bad_split_option_is_a_usage_error(clean_dataset, usage_run):
+    run = usage_run(f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", "--split=train", "-n", "0")
+    assert run.ret == 4 and "Traceback" not in run.output
+    assert len(run.errors) == 1 and "--dataset-split NAME" in run.errors[0], run.output

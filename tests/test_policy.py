@@ -262,7 +262,7 @@ def test_every_required_mutant_exists_for_every_convention():
 
 
 def test_historical_qwen3_bug_fails_the_default_contract(clean_dataset, vocab, tmp_path):
-    """The <think> block left out of the mask on the seed-like dataset: the shipped default contract catches it."""
+    """The <think> block left out of the mask on the Qwen3.6 fixture dataset: the shipped default contract catches it."""
     mutation = pm.make_policy_mutant("policy_no_reasoning", "speculators-regex", clean_dataset, tmp_path / "m")
     contract = load_contract(builtin_contracts()["qwen3.6-dflash"], {"expected_count": 2000})
     got = failures(tmp_path / "m", contract, vocab)

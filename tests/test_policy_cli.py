@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -47,7 +45,7 @@ def test_per_turn_rows_pass_their_contract(pytester, per_turn, tokenizer_dir):
 
 
 def test_per_turn_rows_fail_the_default_contract_with_a_decoded_row(pytester, per_turn, tokenizer_dir):
-    result, summary = run(pytester, f"--dataset-path={per_turn}", f"--tokenizer={tokenizer_dir}",
+    result, summary = run(pytester, f"--dataset-path={per_turn}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
                           f"--expected-count={summary_rows(per_turn)}")
     assert result.ret == 1
     failed = {k for k, c in summary["checks"].items() if c["verdict"] == "fail"}
@@ -61,7 +59,7 @@ def test_mask_policy_option_overrides_the_contract(pytester, per_turn, tokenizer
     """The default contract plus the per-turn keys on the command line accepts per-turn rows."""
     keys = ("end_of_turn=true", "newline_after_end=true", "turns=last", "completeness=last", "reasoning_opener=context")
     args = [f"--mask-policy={k}" for k in keys]
-    result, summary = run(pytester, f"--dataset-path={per_turn}", f"--tokenizer={tokenizer_dir}",
+    result, summary = run(pytester, f"--dataset-path={per_turn}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
                           f"--expected-count={summary_rows(per_turn)}", *args)
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert summary["contract"]["mask"]["completeness"] == "last"
@@ -87,10 +85,7 @@ def test_completeness_off_is_a_visible_skip(pytester, regex, tokenizer_dir):
     ("--mask-policy=colour=red", "unknown key 'colour'"),
     ("--mask-policy=turns=first", "turns must be one of 'all', 'last'"),
 ])
-def test_bad_mask_policy_is_one_line_and_exit_4(tmp_path, regex, arg, fragment):
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={regex}", arg,
-                           "-n", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 4, output
-    errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
-    assert "Traceback" not in output and len(errors) == 1 and fragment in errors[0], output
+def test_bad_mask_policy_is_one_line_and_exit_4(usage_run, regex, arg, fragment):
+    run = usage_run(f"--dataset-path={regex}", "--contract=qwen3.6-dflash", arg, "-n", "0")
+    assert run.ret == 4, run.output
+    assert "Traceback" not in run.output and len(run.errors) == 1 and fragment in run.errors[0], run.output

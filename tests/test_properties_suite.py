@@ -108,12 +108,14 @@ def test_real_speculators_verdict(tmp_path: Path, wanted: str) -> None:
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--masker=nonsense"], "expected hf, speculators or module:function"),
-    (["--masker=speculators", "--speculators-path=/nonexistent"], "no speculators package in /nonexistent"),
+    (["--masker=nonsense"], "unknown masker; use hf, speculators or module:function"),
+    (["--masker=speculators", "--speculators-path=/nonexistent"], "--speculators-path /nonexistent: no such folder"),
     (["--masker=hf", "--dataset-path=/nonexistent"], "run different suites"),
 ])
-def test_bad_masker_options_are_one_line_and_exit_4(tmp_path: Path, args: list[str], says: str) -> None:
-    proc = run_properties(tmp_path, *args, timeout=300)
-    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and says in lines[0], proc.stderr
+def test_bad_masker_options_are_one_line_and_exit_4(pytester, args: list[str], says: str) -> None:
+    """In-process: the checks run in the entry point before anything is imported (tests/test_usage_errors.py
+    runs one of them in a real process)."""
+    result = pytester.runpytest_inprocess(*args, "-p", "no:cacheprovider")
+    assert result.ret == 4, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    lines = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert len(lines) == 1 and says in lines[0], result.stderr.str()

@@ -41,7 +41,7 @@ def run(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory, clean_dataset, tokenizer_dir):
     cwd = tmp_path_factory.mktemp("report-clean")
-    return run(cwd, f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}",
+    return run(cwd, f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}",
                "--shard-size=400", "-n", "2")
 
 
@@ -50,7 +50,7 @@ def failing_run(tmp_path_factory, clean_dataset, tokenizer_dir):
     """A mutant with one user token supervised; --junitxml given by the user."""
     root = tmp_path_factory.mktemp("report-failing")
     mutation = MUTANTS["mask_user_text"](clean_dataset, root / "data", 0)
-    proc, report = run(root, f"--dataset-path={root / 'data'}", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}",
+    proc, report = run(root, f"--dataset-path={root / 'data'}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", f"--expected-count={ROWS}",
                        "--shard-size=400", "-n", "0", f"--junitxml={root / 'ci' / 'results.xml'}")
     return proc, report, root, mutation
 
@@ -85,11 +85,13 @@ def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
     suite = junit if junit.tag == "testsuite" else junit.find("testsuite")
     # every collected test is a JUnit test case: dataset-level ones once, then one per shard running
     # every per-row contract (token_freq, decided at the controller, is a test case only when there is
-    # a file to check; here it is skipped in the summary, with its reason)
-    collected = len(DATASET_CHECKS) + len(GLOBAL_CHECKS) - 1 + 5
+    # a file to check; here it is skipped in the summary, with its reason; the whole-dataset duplicate
+    # verdict is one test case too, as every controller-side verdict is)
+    collected = len(DATASET_CHECKS) + len(GLOBAL_CHECKS) - 1 + 5 + 1
     assert summary["checks"]["token_freq"]["verdict"] == "skip" and summary["checks"]["token_freq"]["skip_reasons"]
     assert int(suite.get("tests")) == collected and int(suite.get("failures")) == 0
     assert "drafter_contracts.stats" not in (report / "junit.xml").read_text()  # raw stats stay in summary.json
+    assert any(c.get("name") == "test_duplicate_rows" for c in suite.iter("testcase"))
 
     page = (report / "report.html").read_text()
     assert all(page.count(f'<tr data-verdict="{v}">') == n for v, n in
@@ -130,7 +132,7 @@ def test_failing_run_shows_the_decoded_row(failing_run):
 def test_profile_does_not_depend_on_sharding(clean_dataset, tokenizer_dir, vocab):
     """Per-shard stats are mergeable: any shard plan gives the same profile, exact to the row."""
     def profile(shard_size: int) -> dict:
-        contract = load_contract(resolve_contract_path(None), {"shard_size": shard_size})
+        contract = load_contract(resolve_contract_path("qwen3.6-dflash"), {"shard_size": shard_size})
         engine = Engine(open_dataset(clean_dataset), contract, vocab)
         return dataset_profile([engine.stats(s) for s in engine.shards])
 

@@ -41,7 +41,7 @@ def report_page(tmp_path_factory, clean_dataset, tokenizer_dir) -> Path:
     root = tmp_path_factory.mktemp("chromium")
     MUTANTS["mask_user_text"](clean_dataset, root / "data", 0)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--report-dir={root / 'reports'}",
-                           f"--dataset-path={root / 'data'}", f"--tokenizer={tokenizer_dir}", "--expected-count=2000",
+                           f"--dataset-path={root / 'data'}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", "--expected-count=2000",
                            "--shard-size=400", "-n", "0"], cwd=root, capture_output=True, text=True, timeout=600,
                           env=os.environ.copy())
     assert proc.returncode == 1, proc.stdout[-3000:]

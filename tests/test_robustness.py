@@ -23,7 +23,7 @@ def test_a_crashing_contract_fails_alone_and_the_shard_still_reports(pytester, c
         return real(self, w, check)
 
     monkeypatch.setattr(Engine, "_run", crashing)
-    result = pytester.runpytest_inprocess(f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}",
+    result = pytester.runpytest_inprocess(f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
                                           "--shard-size=400", "--expected-count=2000", "--report-dir=reports",
                                           "-p", "no:cacheprovider")
     checks = _summary(pytester)["checks"]
@@ -49,7 +49,7 @@ def empty_shard_dataset(tmp_path_factory, clean_dataset):
 
 
 def test_a_shard_without_usable_rows_keeps_the_duplicate_search(pytester, empty_shard_dataset, tokenizer_dir):
-    pytester.runpytest_inprocess(f"--dataset-path={empty_shard_dataset}", f"--tokenizer={tokenizer_dir}",
+    pytester.runpytest_inprocess(f"--dataset-path={empty_shard_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
                                  "--shard-size=300", "--report-dir=reports", "-p", "no:cacheprovider")
     checks = _summary(pytester)["checks"]
     assert checks["no_empty_rows"]["verdict"] == "fail" and checks["no_empty_rows"]["rows_violating"] == 300

@@ -70,11 +70,20 @@ def run_suite(dataset: Path, tokenizer_dir: Path, rows: int, report: Path) -> tu
     """
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={dataset}",
-         f"--tokenizer={tokenizer_dir}", f"--expected-count={rows}", f"--report-dir={report}"],
+         "--contract=speculators-regex", f"--tokenizer={tokenizer_dir}", f"--expected-count={rows}", f"--report-dir={report}"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env=os.environ.copy())
     summary_file = report / "summary.json"
     assert summary_file.is_file(), f"no summary.json:\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
     return proc, json.loads(summary_file.read_text())
+
+
+def run_suite_inprocess(pytester, dataset: Path, tokenizer_dir: Path, rows: int) -> tuple[int, str, dict[str, Any]]:
+    """The same run through pytester in this process (test_suite_passes_on_speculators_dataset keeps a real one)."""
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--dataset-path={dataset}", "--contract=speculators-regex",
+                                          f"--tokenizer={tokenizer_dir}", f"--expected-count={rows}", "--report-dir=reports")
+    summary_file = pytester.path / "reports" / "summary.json"
+    assert summary_file.is_file(), result.stdout.str()[-4000:]
+    return result.ret, result.stdout.str(), json.loads(summary_file.read_text())
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +171,7 @@ def test_speculators_masks_are_not_trivial(produced: Produced) -> None:
 
 
 def test_negative_control_im_end_in_pattern_fails(produced: Produced, preprocessing: ModuleType,
-                                                   tokenizer_dir: Path, tmp_path: Path) -> None:
+                                                   tokenizer_dir: Path, tmp_path: Path, pytester) -> None:
     """Same speculators code, told (via its own assistant_pattern) to supervise <|im_end|>: rejected.
 
     Shows the subprocess harness can fail, so the clean pass above means something.
@@ -176,11 +185,30 @@ def test_negative_control_im_end_in_pattern_fails(produced: Produced, preprocess
     conversations = generate_conversations(100, SEED)
     out = write_rows(speculators_rows(conversations, tokenizer, MAX_LEN, preprocessing=preprocessing,
                                       assistant_pattern=bad), tmp_path / "ds")
-    proc, summary = run_suite(out, tokenizer_dir, 100, tmp_path / "report")
-    assert proc.returncode == 1, proc.stdout[-4000:]
+    ret, stdout, summary = run_suite_inprocess(pytester, out, tokenizer_dir, 100)
+    assert ret == 1, stdout[-4000:]
     verdicts = {name: c["verdict"] for name, c in summary["checks"].items()}
     assert verdicts.pop("mask_on_assistant_spans") == "fail"
     assert "fail" not in verdicts.values(), verdicts
     # Only token_freq (no file) may skip and only the report-only content contracts may warn.
     assert {k for k, v in verdicts.items() if v != "pass"} <= {
         "token_freq", "duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors"}, verdicts
+
+
+def test_raw_int64_output_passes_its_producer_contract(produced: Produced, tokenizer_dir: Path, tmp_path: Path,
+                                                       pytester) -> None:
+    """speculators' own dtypes (int64 ids, int64 0/1 mask), saved without a cast, pass speculators-regex."""
+    rows = zip((r.astype(np.int64).tolist() for r in produced.input_ids),
+               (m.astype(bool).tolist() for m in produced.loss_mask))
+    out = write_rows(rows, tmp_path / "raw", cast=False)
+    from datasets import load_from_disk
+
+    features = load_from_disk(str(out)).features.to_dict()
+    assert features["input_ids"]["feature"]["dtype"] == "int64" and features["loss_mask"]["feature"]["dtype"] == "int64"
+    ret, stdout, summary = run_suite_inprocess(pytester, out, tokenizer_dir, produced.notes.rows)
+    assert ret == 0, stdout[-4000:]
+    checks = summary["checks"]
+    assert checks["schema"]["verdict"] == "pass" and checks["mask_values"]["verdict"] == "pass"
+    assert checks["mask_on_assistant_spans"]["verdict"] == "pass"
+    assert checks["mask_covers_assistant_spans"]["verdict"] == "pass"
+    assert summary["dataset"]["columns"]["loss_mask"] == "list<int64>"

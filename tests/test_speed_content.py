@@ -76,7 +76,7 @@ def _reference_placeholder_replies(view, a, labels, tables, contract):
     return content._result("placeholder_replies", a, view, flags, contract)
 
 
-_CONTRACT = load_contract(resolve_contract_path(None), {})
+_CONTRACT = load_contract(resolve_contract_path("qwen3.6-dflash"), {})
 _ASSISTANT_RUN = (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL, Role.ASSISTANT_END)
 # Token ids: 0..7; 1 is blank whitespace, 6 and 7 are think markers; placeholders of 1, 2 and 3 tokens.
 _TABLES = ReplyTables(np.isin(np.arange(8), [1]), np.array([6, 7], dtype=np.int64),

@@ -44,7 +44,8 @@ def tree_hashes(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def common_args(tokenizer_dir: Path) -> tuple[str, ...]:
-    return (f"--tokenizer={tokenizer_dir}", f"--expected-count={FIXTURE_ROWS}", "--shard-size=400")
+    # The fixture is a Qwen3.6 dataset: the example contract pins what it holds (the generic default pins nothing).
+    return ("--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", f"--expected-count={FIXTURE_ROWS}", "--shard-size=400")
 
 
 @pytest.fixture(scope="session")
@@ -65,7 +66,7 @@ def test_clean_dataset_passes(clean_runs):
     v = verdicts(summary)
     assert len(v) == len(DATASET_CHECKS) + len(ROW_CHECKS) + len(GLOBAL_CHECKS) + len(CONTENT_CHECKS)
     assert "fail" not in v.values()
-    # Content contracts only warn (the fixture holds "OK." replies like the seed); the rest pass.
+    # Content contracts only warn (the fixture holds "OK." replies like the 913,786-row Qwen3.6 dataset); the rest pass.
     assert {k for k, x in v.items() if x != "pass"} <= {"token_freq", "duplicate_rows", "placeholder_replies",
                                                           "cut_mid_reply", "short_rows", "dflash_anchors"}
     assert v["token_freq"] == "skip" and v["tokenizer_drift"] == "pass"
@@ -171,7 +172,7 @@ def bad_inputs(tmp_path_factory, clean_dataset):
     (tmp / "rows.jsonl").write_text("{}\n")
     (tmp / "unknown_key.toml").write_text(BAD_CONTRACT + "colour = 3\n")
     (tmp / "wrong_type.toml").write_text(BAD_CONTRACT.replace("max_len = 10", 'max_len = "ten"'))
-    (tmp / "missing.toml").write_text(BAD_CONTRACT.replace("max_len = 10\n", ""))
+    (tmp / "missing.toml").write_text(BAD_CONTRACT.replace('name = "x"\n', ""))
     ds = f"--dataset-path={clean_dataset}"
     return tmp, {
         "nonexistent path": ([f"--dataset-path={tmp / 'nope'}"], "no such file or directory"),
@@ -196,18 +197,14 @@ def bad_inputs(tmp_path_factory, clean_dataset):
     "contract unknown key", "contract wrong type", "contract missing value", "contract file missing",
     "tokenizer missing", "tokenizer cannot load", "tokenizer not ChatML", "bad tolerance", "report dir inside dataset",
 ])
-def test_bad_input_is_one_line_and_exit_4(bad_inputs, case):
+def test_bad_input_is_one_line_and_exit_4(bad_inputs, usage_run, case):
+    """In-process: the same checks a subprocess meets (tests/test_usage_errors.py keeps two real ones)."""
     tmp, cases = bad_inputs
     args, fragment = cases[case]
-    cwd = tmp / f"run-{case.replace(' ', '-')}"
-    cwd.mkdir(exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, "-n", "0"],
-                          cwd=cwd, capture_output=True, text=True, timeout=300)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 4, output
-    assert "Traceback" not in output
-    errors = [line for line in output.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and fragment in errors[0], output
+    run = usage_run(*args, "-n", "0")
+    assert run.ret == 4, run.output
+    assert "Traceback" not in run.output
+    assert len(run.errors) == 1 and fragment in run.errors[0], run.output
 
 
 def test_empty_dataset_saved_by_datasets_is_a_verdict(pytester, clean_dataset, common_args):
@@ -222,7 +219,7 @@ def test_empty_dataset_saved_by_datasets_is_a_verdict(pytester, clean_dataset, c
 
 
 def test_count_tolerance_option(pytester, clean_dataset, tokenizer_dir):
-    base = (f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", "-k", "row_count")
+    base = (f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", "-k", "row_count", "-p", "no:cacheprovider")
     assert pytester.runpytest_inprocess(*base, "--expected-count=2004", "--count-tolerance=5").ret == 0
     assert pytester.runpytest_inprocess(*base, "--expected-count=2006", "--count-tolerance=5").ret == 1
     assert pytester.runpytest_inprocess(*base, "--expected-count=2100", "--count-tolerance=5%").ret == 0

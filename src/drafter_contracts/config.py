@@ -7,12 +7,13 @@ from a notebook with a hand-made ``Contract``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterable, Mapping
 
 from .errors import UsageProblem
 
@@ -24,7 +25,21 @@ KNOWN_TYPES = frozenset(
 )
 #: Template families a contract may declare: the built-in span profiles (spans/builtin.py) and "auto".
 FAMILIES = ("chatml", "auto", "phi4", "llama3", "gemma", "mistral", "deepseek")
-BUILTIN_CONTRACT = "qwen3.6-dflash"
+#: What ``--dataset-path`` runs without ``--contract``: a contract that fits any well-formed dataset.
+BUILTIN_CONTRACT = "generic"
+#: The named example contract of the 913,786-row Qwen3.6 dataset (and what ``--masker`` reads its policy from).
+EXAMPLE_CONTRACT = "qwen3.6-dflash"
+
+
+def did_you_mean(word: str, choices: "Iterable[str]") -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or nothing: a typo should cost one glance, not a manual."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def accepted_types(declared: "str | tuple[str, ...] | list[str]") -> tuple[str, ...]:
+    """A ``[schema]`` value as the tuple of Arrow types it accepts (one type, or a list of them)."""
+    return (declared,) if isinstance(declared, str) else tuple(declared)
 
 
 @dataclass(frozen=True)
@@ -111,13 +126,18 @@ def parse_mask_overrides(items: list[str] | None) -> dict[str, Any]:
         if not sep or not key:
             raise UsageProblem(f"--mask-policy {item!r}: expected KEY=VALUE, e.g. --mask-policy completeness=all")
         if key not in MaskPolicy.keys():
-            raise UsageProblem(f"--mask-policy {item!r}: unknown key '{key}'; allowed: {', '.join(MaskPolicy.keys())}")
+            raise UsageProblem(f"--mask-policy {item!r}: unknown key '{key}'{did_you_mean(key, MaskPolicy.keys())}; "
+                               f"allowed: {', '.join(MaskPolicy.keys())}")
         if MaskPolicy.kind(key) is bool:
             low = raw.lower()
             if low not in ("true", "false", "1", "0", "yes", "no"):
                 raise UsageProblem(f"--mask-policy {item!r}: {key} must be true or false, got {raw!r}")
             out[key] = low in ("true", "1", "yes")
         else:
+            allowed = MaskPolicy.CHOICES[key]
+            if raw not in allowed:
+                raise UsageProblem(f"--mask-policy {item!r}: {key} must be one of {', '.join(repr(a) for a in allowed)}, "
+                                   f"got {raw!r}{did_you_mean(raw, allowed)}")
             out[key] = raw
     return out
 
@@ -169,12 +189,15 @@ class Contract:
 
     name: str
     source: str
-    columns: Mapping[str, str]
+    #: column -> the Arrow type it must have, or a tuple of accepted types (``[schema]`` lists).
+    columns: Mapping[str, str | tuple[str, ...]]
     allow_extra_columns: bool = False
     expected_count: int | None = None
     count_tolerance: Tolerance = Tolerance(0.0, False)
     min_len: int = 1
-    max_len: int = 4096
+    #: The truncation cap. A contract file may leave it out (the generic contract does): the
+    #: engine then takes the longest row as the cap and says so (``max_len_source = "observed"``).
+    max_len: int | None = 4096
     min_supervised: int = 1
     family: str = "chatml"
     #: Span profile: "auto" derives it from the tokenizer's chat template (falling back to ``family``),
@@ -184,14 +207,16 @@ class Contract:
     vocab_size: int | None = None
     mask: MaskPolicy = field(default_factory=MaskPolicy)
     baseline: BaselinePolicy = field(default_factory=BaselinePolicy)
-    #: 10,000 rows (~3.4 M tokens at the seed's mean): ~300 MB anonymous memory per worker, 92 shards
-    #: for the seed's 913,786 rows; the sweep in README "Scale" measured no speed cost against 20,000.
+    #: 10,000 rows (~3.4 M tokens at a mean row of 335 tokens): ~300 MB anonymous memory per worker,
+    #: 92 shards for 913,786 rows; the sweep in docs/scale.md measured no speed cost against 20,000.
     shard_size: int = 10_000
     #: Token cap per shard: a worker needs ~75 bytes per token of its shard, so 4 M tokens ~ 0.3 GB.
     max_shard_tokens: int = 4_000_000
     description: str = ""
     content: ContentPolicy = field(default_factory=ContentPolicy)
     drift: DriftPolicy = field(default_factory=DriftPolicy)
+    #: "contract" (declared in the file or on the command line) or "observed" (not pinned: the longest row).
+    max_len_source: str = "contract"
 
     def count_bounds(self) -> tuple[int, int] | None:
         """Inclusive [low, high] row count the dataset must fall in, or None if undeclared."""
@@ -205,7 +230,7 @@ class Contract:
         d = dataclasses.asdict(self)
         d["count_tolerance"] = str(self.count_tolerance)
         d["baseline"]["count_tolerance"] = str(self.baseline.count_tolerance)
-        d["columns"] = dict(self.columns)
+        d["columns"] = {k: (v if isinstance(v, str) else list(v)) for k, v in self.columns.items()}
         return d
 
 
@@ -254,7 +279,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "seed": (_INT, "drift.seed"),
     },
 }
-_REQUIRED = (("contract", "name"), ("lengths", "max_len"))
+_REQUIRED = (("contract", "name"),)
 
 
 def builtin_contracts() -> dict[str, Path]:
@@ -275,7 +300,8 @@ def resolve_contract_path(raw: str | None) -> Path:
         return builtins[raw]
     if path.exists():
         raise UsageProblem(f"--contract {raw}: not a file; pass a contract .toml file or one of: {', '.join(sorted(builtins))}")
-    raise UsageProblem(f"--contract {raw}: no such file; pass a contract .toml file or one of: {', '.join(sorted(builtins))}")
+    raise UsageProblem(f"--contract {raw}: no such file{did_you_mean(raw, builtins)}; pass a contract .toml file "
+                       f"(write one with 'drafter-contracts init DATASET') or one of: {', '.join(sorted(builtins))}")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -297,12 +323,15 @@ def _flatten(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
         if table == "schema":
             continue
         if table not in _SCHEMA:
-            raise UsageProblem(f"{where}: unknown table [{table}]; allowed: {', '.join(['schema', *_SCHEMA])}")
+            raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, ['schema', *_SCHEMA])}; "
+                               f"allowed: {', '.join(['schema', *_SCHEMA])}")
         if not isinstance(body, dict):
             raise UsageProblem(f"{where}: '{table}' must be a table ([{table}]), got {type(body).__name__}")
         for key, value in body.items():
             if key not in _SCHEMA[table]:
-                raise UsageProblem(f"{where}: unknown key '{key}' in [{table}]; allowed: {', '.join(_SCHEMA[table])}")
+                elsewhere = [t for t, keys in _SCHEMA.items() if key in keys and t != table]
+                hint = f" (it belongs in [{elsewhere[0]}])" if elsewhere else did_you_mean(key, _SCHEMA[table])
+                raise UsageProblem(f"{where}: unknown key '{key}' in [{table}]{hint}; allowed: {', '.join(_SCHEMA[table])}")
             types, attr = _SCHEMA[table][key]
             if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
                 want = " or ".join(t.__name__ for t in types)
@@ -314,17 +343,26 @@ def _flatten(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
     return values
 
 
-def _columns(doc: Mapping[str, Any], where: str) -> dict[str, str]:
+def _columns(doc: Mapping[str, Any], where: str) -> dict[str, str | tuple[str, ...]]:
+    """``[schema]``: column = "arrow type", or a list of accepted types (``["list<int32>", "list<int64>"]``)."""
     schema = doc.get("schema")
     if not isinstance(schema, dict) or not schema:
         raise UsageProblem(f"{where}: missing required table [schema] (column = \"arrow type\", e.g. input_ids = \"list<int32>\")")
+    out: dict[str, str | tuple[str, ...]] = {}
     for col, typ in schema.items():
-        if not isinstance(typ, str) or typ not in KNOWN_TYPES:
-            raise UsageProblem(f"{where}: [schema] {col} must be one of {', '.join(sorted(KNOWN_TYPES))}, got {typ!r}")
+        types = typ if isinstance(typ, list) else [typ]
+        if not types:
+            raise UsageProblem(f"{where}: [schema] {col} is an empty list; give one Arrow type or a list of accepted ones")
+        for t in types:
+            if not isinstance(t, str) or t not in KNOWN_TYPES:
+                raise UsageProblem(f"{where}: [schema] {col}: {t!r} is not an Arrow type this tool knows"
+                                   f"{did_you_mean(t, KNOWN_TYPES)}; use one of {', '.join(sorted(KNOWN_TYPES))} "
+                                   "(or a list of them)")
+        out[col] = types[0] if len(types) == 1 else tuple(dict.fromkeys(types))
     for needed in ("input_ids", "loss_mask"):
         if needed not in schema:
             raise UsageProblem(f"{where}: [schema] must declare column '{needed}'")
-    return dict(schema)
+    return out
 
 
 def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Contract:
@@ -333,6 +371,7 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     doc = _read_toml(path)
     flat = _flatten(doc, where)
     mask_kwargs = {k.split(".", 1)[1]: flat.pop(k) for k in list(flat) if k.startswith("mask.")}
+    _check_mask_choices(mask_kwargs, where)
     MaskPolicy(**mask_kwargs).validate(where)
     if "count_tolerance" in flat:
         flat["count_tolerance"] = Tolerance.parse(flat["count_tolerance"], where)
@@ -345,12 +384,14 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
         content_kwargs["placeholder_replies"] = tuple(replies)
     flat["content"] = ContentPolicy(**content_kwargs)
     flat["drift"] = DriftPolicy(**drift_kwargs)
+    flat.setdefault("max_len", None)  # not pinned: the engine takes the longest row (see Contract.max_len)
     contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs),
                         baseline=_baseline_policy(flat, where), **flat)
     _check_values(contract, where)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     mask_given = given.pop("mask", None) or {}
     if mask_given:
+        _check_mask_choices(mask_given, "--mask-policy")
         policy = dataclasses.replace(contract.mask, **mask_given)
         policy.validate("--mask-policy")
         contract = dataclasses.replace(contract, mask=policy)
@@ -361,6 +402,14 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     contract = dataclasses.replace(contract, **given)
     _check_values(contract, "command line (" + ", ".join("--" + k.replace("_", "-") for k in given) + ")")
     return contract
+
+
+def _check_mask_choices(values: Mapping[str, Any], where: str) -> None:
+    """The word-valued ``[mask]`` keys, with a suggestion for a typo (MaskPolicy.validate then says the same)."""
+    for key, allowed in MaskPolicy.CHOICES.items():
+        if key in values and values[key] not in allowed:
+            raise UsageProblem(f"{where}: [mask] {key} must be one of {', '.join(repr(a) for a in allowed)}, "
+                               f"got {values[key]!r}{did_you_mean(values[key], allowed)}")
 
 
 def _baseline_policy(flat: dict[str, Any], where: str) -> BaselinePolicy:
@@ -380,16 +429,18 @@ def _baseline_policy(flat: dict[str, Any], where: str) -> BaselinePolicy:
 
 def _check_values(c: Contract, where: str) -> None:
     if c.family not in FAMILIES:
-        raise UsageProblem(f"{where}: [tokenizer] family {c.family!r} is not supported; use one of {', '.join(FAMILIES)}")
+        raise UsageProblem(f"{where}: [tokenizer] family {c.family!r} is not supported{did_you_mean(c.family, FAMILIES)}; "
+                           f"use one of {', '.join(FAMILIES)}")
     from .spans.resolve import profile_names
 
     if c.template_profile not in profile_names():
-        raise UsageProblem(f"{where}: template profile {c.template_profile!r} is unknown; use auto or one of "
+        raise UsageProblem(f"{where}: template profile {c.template_profile!r} is unknown"
+                           f"{did_you_mean(c.template_profile, profile_names())}; use auto or one of "
                            f"{', '.join(n for n in profile_names() if n != 'auto')}")
     for name in ("min_len", "max_len", "min_supervised"):
-        if getattr(c, name) < 0:
+        if getattr(c, name) is not None and getattr(c, name) < 0:
             raise UsageProblem(f"{where}: {name} must be >= 0, got {getattr(c, name)}")
-    if c.min_len > c.max_len:
+    if c.max_len is not None and c.min_len > c.max_len:
         raise UsageProblem(f"{where}: min_len {c.min_len} is larger than max_len {c.max_len}")
     if c.shard_size < 1:
         raise UsageProblem(f"{where}: shard_size must be >= 1 row, got {c.shard_size}")

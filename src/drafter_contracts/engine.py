@@ -33,7 +33,7 @@ from .vocab import Vocabulary
 ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_len_bounds", "ids_known",
               "min_supervised", "turns_well_formed", "mask_on_assistant_spans", "mask_covers_assistant_spans")
 DATASET_CHECKS = (INTEGRITY_CHECK, "schema", "row_count", "not_empty")
-#: Issue 5: whole-dataset token_freq.pt, sampled tokenizer drift, report-only content contracts.
+#: Whole-dataset token_freq.pt, sampled tokenizer drift, what the run covered, report-only content contracts.
 GLOBAL_CHECKS = ("token_freq", "tokenizer_drift", "all_shards_checked", "dataset_unchanged")
 CONTENT_CHECKS = content.CONTENT_CHECKS
 #: What one shard's test runs, in report order.
@@ -178,6 +178,18 @@ def profile_stats(view: RowView, id_limit: int = 1 << 24, id_counts: dict[str, n
     return out
 
 
+def observed_cap(contract: Contract, lengths: np.ndarray | None) -> Contract:
+    """A contract without max_len gets the longest row's length as its cap, marked "observed".
+
+    Rows at that length are then treated as possibly cut, which only loosens the turn checks
+    for those rows; nothing fails for want of a pinned cap.
+    """
+    import dataclasses
+
+    cap = int(lengths.max()) if lengths is not None and len(lengths) else 0
+    return dataclasses.replace(contract, max_len=max(cap, contract.min_len), max_len_source="observed")
+
+
 @dataclass
 class Engine:
     """Everything a contract run knows: dataset, contract, tokenizer; and the results so far."""
@@ -197,6 +209,8 @@ class Engine:
         self.files_at_start = file_state(self.dataset.path, self.dataset.files)  # a change mid-run fails the run
         self.buffer_problems: dict[int, str] = {}  # shards whose buffers a kernel wrapper or re-check refused
         self._gates: dict[int, str | None] = {}
+        if self.contract.max_len is None:  # not pinned (the generic contract): the longest row is the cap
+            self.contract = observed_cap(self.contract, self.row_lengths)
         if self.vocab is not None and self.profile is None:
             self.oracle = make_oracle(self.vocab, self.contract.template_profile, self.contract.family)
             self.profile = self.oracle.labeller_profile
@@ -297,7 +311,7 @@ class Engine:
         if self._work is None or self._work.shard != shard:
             self._work = None  # drop the previous shard's arrays before reading the next
             # and its results: they were reported; kept, the stats' sparse id counts alone
-            # would grow a worker by ~0.8 MB a shard (75 MB at the seed's size)
+            # would grow a worker by ~0.8 MB a shard (75 MB for 913,786 rows)
             self._results.clear()
             self._stats.clear()
             self.dataset.release_pages()  # and its file pages from this process's RSS
@@ -414,7 +428,7 @@ class Engine:
         return (f"--tokenizer {self.vocab.name}: {unknown:,} of the first {len(ids):,} ids of the dataset are not its tokens "
                 f"(largest id {int(ids.max()):,}, tokenizer size {self.vocab.size:,}); pass the tokenizer that produced the dataset")
 
-    # --- issue 5: content, drift, token_freq -------------------------------------------------------
+    # --- content, drift, token_freq -------------------------------------------------------------
 
     def row_hashes(self, shard: Shard) -> tuple[np.ndarray, np.ndarray]:
         """(global row index, 64-bit hash) of the shard's usable rows, for the controller's duplicate search."""

@@ -8,7 +8,7 @@ with no Python loop per row or per token. Every kernel has a numpy formulation
 elsewhere in the package that the tests hold it to, bit for bit.
 
 Why C compiled at install time rather than a JIT: the loops were numba functions
-until session 6, and every pytest-xdist worker paid ~0.5 s to import numba and
+at first, and every pytest-xdist worker paid ~0.5 s to import numba and
 load its cached machine code before its first shard, the largest fixed cost a
 worker had. A shared library opens in about a millisecond. It holds no Python
 object, so it is opened with ctypes and its build needs a C compiler only.

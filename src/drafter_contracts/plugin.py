@@ -18,10 +18,9 @@ import pytest
 
 from . import kernels
 from .allocator import keep_freed_memory
-from .config import load_contract, parse_mask_overrides, resolve_contract_path
-from .dataset import Shard, open_dataset, parse_split
 from .completeness import Coverage, unchanged_result
-from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, replace_in_recorder, warn_excerpts
+from .dataset import Shard, open_dataset
+from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, warn_excerpts
 from .engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, SHARD_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
@@ -34,94 +33,31 @@ from .report.merge import raw_record, split_section
 from .report.summary import (DETAILS_KEY, RESULT_KEY, RESULTS_KEY, STATS_KEY, UNREAD_KEY, Recorder, build_summary,
                              terminal_lines, write_summary)
 from .results import CheckResult
-from .vocab import BUILTIN_PREFIX, load_vocabulary
+from .options import load_contract_options, run_options
+from .vocab import load_vocabulary
 from .wire import WirePacker, unpack
 
 ENGINE_KEY = pytest.StashKey[Engine]()
 SUITE_DIR = Path(str(resources.files("drafter_contracts").joinpath("contracts")))
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("drafter-contracts", "data contracts for tokenized drafter datasets")
-    g.addoption("--dataset-path", metavar="DIR", help="folder written by datasets.save_to_disk; runs the contract suite on it")
-    g.addoption("--contract", metavar="FILE.toml", help="contract file or built-in name (default: qwen3.6-dflash)")
-    g.addoption("--tokenizer", metavar="DIR_OR_NAME", help=f"tokenizer directory, name, or {BUILTIN_PREFIX}qwen3.6 (overrides the contract)")
-    g.addoption("--expected-count", metavar="N", type=int, help="expected number of rows")
-    g.addoption("--count-tolerance", metavar="N|P%", help="allowed distance from --expected-count: rows or a percentage")
-    g.addoption("--min-len", metavar="N", type=int, help="smallest allowed seq_len")
-    g.addoption("--max-len", metavar="N", type=int, help="largest allowed seq_len (the truncation cap)")
-    g.addoption("--min-supervised", metavar="N", type=int, help="fewest supervised tokens a row may have")
-    g.addoption("--shard-size", metavar="ROWS", type=int, help="rows per shard (the unit xdist spreads)")
-    g.addoption("--max-shard-tokens", metavar="N", type=int, help="tokens per shard at most (bounds a worker's memory)")
-    g.addoption("--report-dir", metavar="DIR", default="reports", help="where summary.json, report.html and junit.xml go (default: reports/)")
-    g.addoption("--mask-policy", metavar="KEY=VALUE", action="append",
-                help="override one [mask] policy key of the contract, repeatable "
-                     "(e.g. --mask-policy completeness=all --mask-policy end_of_turn=true)")
-    g.addoption("--save-baseline", metavar="FILE", help="write the dataset's profile to FILE (compare later with --baseline)")
-    g.addoption("--baseline", metavar="FILE", help="compare the dataset with a profile saved by --save-baseline; "
-                                                   "thresholds from the contract's [baseline] table")
-    g.addoption("--token-freq", metavar="FILE", help="token_freq.pt to check (default: the one beside the dataset, if any)")
-    g.addoption("--template-profile", metavar="NAME|auto",
-                help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in "
-                     "(chatml, phi4, llama3, gemma, mistral, deepseek)")
-    g.addoption("--dataset-split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
-    g.addoption("--split", metavar="K/N", help="check only the K-th of N disjoint shard groups (one machine of N); "
-                "join the N summary.json files with 'drafter-contracts merge-reports'")
-    # Template -> mask properties (issue 4): --masker runs the packaged hypothesis suite.
-    g.addoption("--masker", metavar="hf|speculators|MODULE:FUNCTION",
-                help="run the template -> mask properties against this masker (profile: --hypothesis-profile ci|thorough)")
-    g.addoption("--chat-template", metavar="FILE", help="generation-tagged chat template for --masker=hf and the probe property")
-    g.addoption("--speculators-path", metavar="DIR",
-                help="pip --target folder holding the speculators to test (default: $DRAFTER_SPECULATORS_PATH)")
-
-
-def _overrides(config: pytest.Config) -> dict[str, Any]:
-    opt = config.getoption
-    return {
-        "expected_count": opt("expected_count"),
-        "count_tolerance": opt("count_tolerance"),
-        "min_len": opt("min_len"),
-        "max_len": opt("max_len"),
-        "min_supervised": opt("min_supervised"),
-        "shard_size": opt("shard_size"),
-        "max_shard_tokens": opt("max_shard_tokens"),
-        "tokenizer": opt("tokenizer"),
-        "mask": parse_mask_overrides(opt("mask_policy")),
-        "template_profile": opt("template_profile"),
-    }
-
-
-def _tokenizer_name(raw: str | None, contract_file: Path, from_cli: bool) -> str | None:
-    """A relative tokenizer path in a contract file is relative to that file."""
-    if raw is None or from_cli or raw.startswith(BUILTIN_PREFIX) or Path(raw).is_absolute():
-        return raw
-    candidate = (contract_file.parent / raw).resolve()
-    return str(candidate) if candidate.exists() else raw
-
-
 def build_engine(config: pytest.Config) -> Engine:
-    """Contract, dataset and tokenizer from the command line; raises UsageProblem on bad input."""
-    contract_file = resolve_contract_path(config.getoption("contract"))
-    contract = load_contract(contract_file, _overrides(config))
-    split = parse_split(config.getoption("split")) if config.getoption("split") is not None else None
-    dataset = open_dataset(config.getoption("dataset_path"), config.getoption("dataset_split"))
-    _ = dataset.table  # open the Arrow files now: unreadable ones are usage errors, not test errors
-    name = _tokenizer_name(contract.tokenizer, contract_file, config.getoption("tokenizer") is not None)
+    """Contract, dataset and tokenizer from the command line (checked by ``options``); UsageProblem on bad input."""
+    opts = run_options(config)
+    if not opts.checked:  # a worker: the controller checked the inputs, this process only opens them
+        load_contract_options(config, opts, masker=False)
+        opts.dataset = open_dataset(config.getoption("dataset_path"), config.getoption("dataset_split"))
+    contract, dataset, split, name = opts.contract, opts.dataset, opts.split, opts.tokenizer
     vocab = load_vocabulary(name) if name else None
     if vocab is not None and contract.vocab_size is not None and vocab.size != contract.vocab_size:
         raise UsageProblem(f"--tokenizer {name}: has {vocab.size:,} ids but the contract declares vocab_size "
                            f"{contract.vocab_size:,}; pass the tokenizer that produced the dataset")
-    report_dir = Path(config.getoption("report_dir")).expanduser().resolve()
-    if report_dir == dataset.path.resolve() or dataset.path.resolve() in report_dir.parents:
-        raise UsageProblem(f"--report-dir {report_dir}: is inside the dataset folder; the dataset is read-only, choose another folder")
     engine = Engine(dataset, contract, vocab, split=split)
     keep_freed_memory()  # shard after shard reuses the same pages (allocator.py)
     kernels.load()  # an unbuilt package is a usage error now, not an error in every shard's test
     token_freq = config.getoption("token_freq")
     if token_freq:
-        engine.token_freq_path = Path(token_freq).expanduser()
-        if not engine.token_freq_path.is_file():
-            raise UsageProblem(f"--token-freq {token_freq}: no such file; pass the token_freq.pt written with the dataset")
+        engine.token_freq_path = Path(token_freq).expanduser()  # options checked that it is a file
     if vocab is not None:
         vocab.save_tables()  # the profile has made its lookups: workers start from the cache
     problem = engine.coverage_problem()
@@ -145,12 +81,7 @@ def _baseline_options(config: pytest.Config) -> tuple[Path | None, dict | None, 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("masker") or config.getoption("hypothesis_profile", None):
-        # Before hypothesis's own pytest_configure loads --hypothesis-profile (this hook is tryfirst).
-        # Not at import: importing hypothesis costs 1-4 s that a dataset run does not need.
-        from .profiles import register_profiles
-
-        register_profiles()
+    """Registered by ``options`` (the entry point) only for --dataset-path / --masker runs."""
     if config.getoption("masker"):
         _configure_properties(config)
         return
@@ -179,6 +110,18 @@ def pytest_configure(config: pytest.Config) -> None:
         # its rewritten modules, e.g. under PYTHONDONTWRITEBYTECODE); the contract suite has no hypothesis test.
         if config.pluginmanager.has_plugin("hypothesispytest"):
             config.pluginmanager.unregister(name="hypothesispytest")
+    elif not any(covers_suite(arg, config.invocation_params.dir) for arg in config.args):
+        # Test paths of the user's own: the contract suite runs too. A run with --dataset-path that
+        # never looked at the data would otherwise pass ("1 passed") and read as a green gate.
+        config.args = [*config.args, str(SUITE_DIR)]
+
+
+def covers_suite(arg: str, cwd: Path) -> bool:
+    """Whether a test-path argument already names the contract suite, a part of it or a folder holding it."""
+    path = Path(arg.split("::", 1)[0])
+    path = (path if path.is_absolute() else cwd / path).resolve()
+    suite = SUITE_DIR.resolve()
+    return path == suite or suite in path.parents or path in suite.parents
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -329,6 +272,9 @@ class ContractRun:
         self.artifacts: list[str] = []
         self._module_prefix: str | None = None
         self.raw: list[dict[str, Any]] = []  # what merge-reports replays (see report/merge.py)
+        self.session: pytest.Session | None = None
+        self.nothing_checked = False
+        self.report_error: str | None = None
         # which shard and contract tests ran, which reported, why not (completeness.py)
         self.coverage = Coverage(engine.shards, DATASET_CHECKS + ("tokenizer_drift",))
 
@@ -350,10 +296,10 @@ class ContractRun:
             reason = None
             if report.skipped and isinstance(report.longrepr, tuple):
                 reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-            self._record(report.nodeid, report.outcome, dict(report.user_properties), reason,
-                         float(getattr(report, "duration", 0.0) or 0.0))
-            if self._module_prefix is None and "::" in report.nodeid:
-                self._module_prefix = report.nodeid.split("::", 1)[0]
+            props = dict(report.user_properties)
+            self._record(report.nodeid, report.outcome, props, reason, float(getattr(report, "duration", 0.0) or 0.0))
+            if self._module_prefix is None and "::" in report.nodeid and (RESULT_KEY in props or RESULTS_KEY in props):
+                self._module_prefix = report.nodeid.split("::", 1)[0]  # the suite's module, not a user's test
         # Per-shard stats are for summary.json; keep them out of junit.xml properties.
         ours = (RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY, UNREAD_KEY)
         report.user_properties = [(k, v) for k, v in report.user_properties if k not in ours]
@@ -371,8 +317,8 @@ class ContractRun:
         props = [(RESULT_KEY, result.to_dict()), (DETAILS_KEY, details)]
         if result.skipped:
             outcome, longrepr = "skipped", (location[0], 0, f"Skipped: {result.skipped}")
-        elif result.ok:
-            outcome, longrepr = "passed", None
+        elif result.ok or (result.report_only and not result.message):
+            outcome, longrepr = "passed", None  # a report-only contract's rows warn; they fail nothing
         else:
             outcome, longrepr = "failed", "\n".join([f"{result.check}: {result.message}", *details])
         hook = session.config.hook
@@ -430,18 +376,28 @@ class ContractRun:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.session = session
         if not self.recorder.checks:
-            return  # no contract test ran (--collect-only, other test paths): keep the last summary
+            # No contract test ran (all deselected, or not collected): nothing is known about the
+            # data, and an exit code of 0 would read as a green gate. The last summary stays.
+            if not session.config.option.collectonly:
+                self.nothing_checked = True
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+            return
         collector = session.config.pluginmanager.get_plugin("drafter_contracts_payloads")
         carriers = self.recorder.checks.get("duplicate_rows")
         unchecked = self.coverage.unchecked()
         lost = sum(u["index"] not in self.coverage.arrived for u in unchecked)  # no hashes can come from those
         if collector is not None and carriers is not None and carriers["skipped"] < carriers["tests"]:
+            # The whole-dataset verdict replaces the shards' carriers and takes the path every
+            # controller-side verdict takes (terminal, JUnit, exit code, summary.json).
             dup = collector.duplicates(len(self.engine.shards) - lost, self.engine.contract.content.strict,
                                        self.engine.row_keys)
-            replace_in_recorder(self.recorder, dup)
-            if dup.message and not dup.report_only and session.exitstatus == 0:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            carried = self.recorder.checks.pop("duplicate_rows")
+            self.report_global(session, dup, [])
+            entry = self.recorder.checks["duplicate_rows"]
+            entry["global"], entry["seconds"] = True, entry["seconds"] + carried.get("seconds", 0.0)
         engine = self.engine
         meta = self._meta()
         if engine.oracle is not None:
@@ -468,8 +424,14 @@ class ContractRun:
         self.summary.update(split_section(engine, self.raw))
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()
-        self.summary_path = write_summary(self.summary, report_dir)
-        self.artifacts = [str(self.summary_path), str(write_html(self.summary, report_dir / "report.html"))]
+        try:
+            self.summary_path = write_summary(self.summary, report_dir)
+            self.artifacts = [str(self.summary_path), str(write_html(self.summary, report_dir / "report.html"))]
+        except OSError as exc:  # checked writable at the start; a full disk or a removed folder since
+            self.report_error = (f"--report-dir {report_dir}: the reports cannot be written ({exc.strerror or exc}); "
+                                 "the verdicts above stand, but summary.json and report.html are missing")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         xml = getattr(session.config.option, "xmlpath", None)
         if xml:
             self.artifacts.append(str(Path(xml).expanduser()))
@@ -481,6 +443,32 @@ class ContractRun:
                 self.artifacts.append(f"{self.save_baseline} (baseline saved{note})")
             else:
                 self.artifacts.append(f"{self.save_baseline} NOT saved: stats cover only part of the shards")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """The run's last line: one verdict, after pytest's own summary and any warnings."""
+        terminal = config.pluginmanager.get_plugin("terminalreporter")
+        line = self.verdict_line()
+        if terminal is not None and line:
+            terminal.write_line(line, bold=True, red=not line.endswith("(exit 0)"), green=line.endswith("(exit 0)"))
+
+    def verdict_line(self) -> str | None:
+        """``drafter-contracts: 2 of 20 contracts violated on 913,786 rows (exit 1)``, or why nothing was checked."""
+        if self.session is None:
+            return None
+        code = int(self.session.exitstatus)
+        rows = self.engine.dataset.num_rows
+        if self.nothing_checked:
+            return (f"drafter-contracts: no contract was checked on {rows:,} rows: every contract test was deselected "
+                    f"(-k, -m, --lf, --deselect) or not collected; nothing is known about the data (exit {code})")
+        if self.report_error:
+            return f"drafter-contracts: {self.report_error} (exit {code})"
+        if self.summary is None:
+            return None
+        checks = self.summary["checks"]
+        count = lambda v: sum(c["verdict"] == v for c in checks.values())  # noqa: E731
+        rest = ", ".join(f"{n} {w}" for n, w in ((count("warn"), "warn"), (count("skip"), "skipped")) if n)
+        return (f"drafter-contracts: {count('fail')} of {len(checks)} contracts violated on {self.summary['figures']['rows']:,} "
+                f"rows{'; ' + rest if rest else ''} (exit {code})")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:

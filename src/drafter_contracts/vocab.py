@@ -17,9 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import UsageProblem
-
-BUILTIN_PREFIX = "builtin:"
-BUILTIN_TOKENIZERS = ("qwen3.6",)
+from .tokenizer_source import BUILTIN_PREFIX, resolve_tokenizer
 TABLES_VERSION = 2
 
 
@@ -293,47 +291,16 @@ def _from_file(path: Path, name: str) -> Vocabulary:
     return vocab
 
 
-def _from_transformers(name: str) -> Vocabulary:
-    try:
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(name, local_files_only=True)  # a CI gate must not depend on a hub
-    except Exception as exc:  # anything from hub lookups to missing files
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageProblem(f"--tokenizer {name}: cannot be loaded from local files ({first}); pass a local tokenizer directory "
-                           f"(with tokenizer.json) or {BUILTIN_PREFIX}{BUILTIN_TOKENIZERS[0]}") from None
-    backend = getattr(tok, "backend_tokenizer", None)
-    if backend is None:
-        raise UsageProblem(f"--tokenizer {name}: only a slow tokenizer is available; save a fast one (tokenizer.json) and pass its directory")
-    raw = backend.to_str().encode("utf-8")
-    template = getattr(tok, "chat_template", None)
-    vocab = Vocabulary(name, hashlib.sha256(raw).hexdigest()[:16], lambda: backend,
-                       template if isinstance(template, str) else None)
-    vocab.__dict__["hf_tokenizer"] = tok
-    return vocab
-
-
 @lru_cache(maxsize=4)
 def load_vocabulary(name: str) -> Vocabulary:
-    """Load ``builtin:qwen3.6``, a directory holding ``tokenizer.json``, or a name transformers resolves."""
-    if name.startswith(BUILTIN_PREFIX):
-        which = name[len(BUILTIN_PREFIX):]
-        if which not in BUILTIN_TOKENIZERS:
-            raise UsageProblem(f"--tokenizer {name}: unknown built-in; use one of "
-                               + ", ".join(BUILTIN_PREFIX + b for b in BUILTIN_TOKENIZERS))
+    """Load ``builtin:qwen3.6``, a folder holding ``tokenizer.json``, or a model name in the local cache.
+
+    Where the name points is decided by ``tokenizer_source.resolve_tokenizer`` from the file
+    system alone; the file is then read with ``tokenizers`` (never through a hub lookup).
+    """
+    source = resolve_tokenizer(name)
+    if source.startswith(BUILTIN_PREFIX):
         from .fixtures.tokenizer import qwen36_tokenizer_dir
 
         return _from_file(qwen36_tokenizer_dir() / "tokenizer.json", name)
-    path = Path(name).expanduser()
-    if path.is_dir():
-        if (path / "tokenizer.json").is_file():
-            return _from_file(path / "tokenizer.json", name)
-        return _from_transformers(str(path))
-    if path.is_file() and path.name == "tokenizer.json":
-        return _from_file(path, name)
-    if path.exists():
-        raise UsageProblem(f"--tokenizer {name}: not a tokenizer directory; pass the folder holding tokenizer.json")
-    if name.startswith((".", "/", "~")):
-        raise UsageProblem(f"--tokenizer {name}: no such directory; pass the folder holding tokenizer.json "
-                           f"or {BUILTIN_PREFIX}{BUILTIN_TOKENIZERS[0]}")
-    return _from_transformers(name)
+    return _from_file(Path(source), name)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from ..config import Contract
+from ..config import Contract, accepted_types
 from ..results import CheckResult
 
 
 def check_schema(column_types: dict[str, str], contract: Contract) -> CheckResult:
     """Exactly the declared columns with the declared Arrow types (extra ones only if allowed)."""
     problems = []
-    for col, want in contract.columns.items():
+    for col, declared in contract.columns.items():
+        want = accepted_types(declared)
+        said = " or ".join(want)
         got = column_types.get(col)
         if got is None:
-            problems.append(f"missing column {col} ({want})")
-        elif got != want:
-            problems.append(f"{col} is {got}, contract says {want}")
+            problems.append(f"missing column {col} ({said})")
+        elif got not in want:
+            problems.append(f"{col} is {got}, contract says {said}")
     extra = [c for c in column_types if c not in contract.columns]
     if extra and not contract.allow_extra_columns:
         problems.append(f"extra column{'s' if len(extra) > 1 else ''} {', '.join(extra)} (set allow_extra_columns to accept)")
@@ -25,7 +27,8 @@ def check_row_count(num_rows: int, contract: Contract) -> CheckResult:
     """Row count within the declared tolerance of the expected count."""
     bounds = contract.count_bounds()
     if bounds is None:
-        return CheckResult("row_count", "dataset", skipped="no expected_count declared (set it in the contract or pass --expected-count)")
+        return CheckResult("row_count", "dataset", skipped=(
+            "not pinned: pass --expected-count or a contract from init (drafter-contracts init DATASET)"))
     low, high = bounds
     message = ""
     if not low <= num_rows <= high:

@@ -67,7 +67,7 @@ def unknown_roles_dropped(messages: list[dict[str, Any]], tools: list[dict[str, 
 
 
 def _probe_without_user(tokenizer: Any) -> bool:
-    """The seed's original probe: an assistant-only conversation, which strict templates refuse."""
+    """speculators' original probe: an assistant-only conversation, which strict templates refuse."""
     out = tokenizer.apply_chat_template([{"role": "assistant", "content": "test"}], tokenize=True,
                                         return_dict=True, return_assistant_tokens_mask=True)
     return any(int(m) == 1 for m in out["assistant_masks"])

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from ..config import load_contract, resolve_contract_path
 from ..errors import UsageProblem
 from ..maskers import Masker
 from ..maskers.hf import has_generation_tags
 from ..maskers.loader import load_masker
 from ..maskers.oracle import Oracle, policy_from
-from ..vocab import BUILTIN_PREFIX, load_vocabulary
+from ..tokenizer_source import BUILTIN_PREFIX, resolve_tokenizer
+from ..vocab import load_vocabulary
 
 CONTEXT_KEY = pytest.StashKey["PropertyContext"]()
 SUITE_DIR = Path(__file__).resolve().parent
@@ -51,12 +51,13 @@ class PropertyContext:
 
 
 def _tokenizer_dir(name: str) -> str:
-    if name.startswith(BUILTIN_PREFIX):
+    """The folder transformers loads: the built-in's, or where tokenizer_source found tokenizer.json."""
+    source = resolve_tokenizer(name)
+    if source.startswith(BUILTIN_PREFIX):
         from ..fixtures.tokenizer import qwen36_tokenizer_dir
 
-        load_vocabulary(name)  # validates the built-in name
         return str(qwen36_tokenizer_dir())
-    return name
+    return str(Path(source).parent)
 
 
 def _tagged_template(tokenizer: Any, explicit: str | None) -> str | None:
@@ -74,10 +75,13 @@ def _tagged_template(tokenizer: Any, explicit: str | None) -> str | None:
 
 def build_context(config: pytest.Config) -> PropertyContext:
     """Everything from the options; UsageProblem on bad input."""
+    from ..options import load_contract_options, run_options
+
     opt = config.getoption
-    contract_file = resolve_contract_path(opt("contract"))
-    contract = load_contract(contract_file, {"tokenizer": opt("tokenizer")})
-    name = contract.tokenizer or f"{BUILTIN_PREFIX}qwen3.6"
+    opts = run_options(config)  # contract and tokenizer name, checked before this (options.check_inputs)
+    if not opts.checked:  # an xdist worker: the controller checked the inputs
+        load_contract_options(config, opts, masker=True)
+    contract, name = opts.contract, opts.tokenizer
     vocab = load_vocabulary(name)
     from transformers import AutoTokenizer
 

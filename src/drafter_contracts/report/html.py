@@ -26,7 +26,7 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 .meta{color:#57606a;margin:2px 0} code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
 table{border-collapse:collapse;width:100%} th,td{border-bottom:1px solid #eaeef2;padding:5px 8px;text-align:left;vertical-align:top}
-th{background:#f6f8fa;font-weight:600} td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f6f8fa;font-weight:600} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .badge{display:inline-block;min-width:38px;text-align:center;color:#fff;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600}
 .overall{font-size:16px;padding:3px 12px}
 .plots{display:flex;flex-wrap:wrap;gap:18px} figure{margin:0;border:1px solid #d0d7de;border-radius:6px;padding:8px}
@@ -71,6 +71,19 @@ def _badge(verdict: str, extra: str = "") -> str:
 # --- SVG plots ---------------------------------------------------------------------------------
 
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 540, 250, 56, 14, 14, 40
+#: The bar of rows at the truncation cap is a 1/16-octave bin, narrower than the dashed max_len line.
+CAP_BAR_MIN_WIDTH = 5.0
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as a person reads them: most checks of a clean shard take microseconds, not 0.00 s."""
+    if not seconds:
+        return "–"
+    if seconds >= 1:
+        return f"{seconds:,.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.0f} µs"
 
 
 def _axis_y(ymax: int) -> list[str]:
@@ -103,9 +116,25 @@ def seq_len_svg(edges: list[int], hist: list[int], min_len: int | None, max_len:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img" id="plot-seq-len" '
              f'aria-label="seq_len histogram">', *_axis_y(ymax)]
     base = H - PAD_B
+    # The bounds go under the bars: the bin holding max_len starts exactly on its dashed line, and
+    # rows at the truncation cap are what a reader looks for first.
+    for v, label, dx, anchor in ((min_len, "min_len", 3, "start"), (max_len, "max_len", -3, "end")):
+        if v:
+            parts.append(f'<line class="bound" x1="{x(v):.1f}" y1="{PAD_T}" x2="{x(v):.1f}" y2="{base}" stroke="#cf222e" '
+                         f'stroke-dasharray="5,3" stroke-width="1.5"/><text x="{x(v) + dx:.1f}" y="{PAD_T + 10}" '
+                         f'text-anchor="{anchor}" font-size="11" fill="#cf222e">{label} {v:,}</text>')
     for i in nz:
         x0, x1 = x(edges[i]), x(edges[i + 1])
-        h = (H - PAD_T - PAD_B) * hist[i] / ymax
+        h = max((H - PAD_T - PAD_B) * hist[i] / ymax, 1.5)  # a bin with rows never disappears into the axis
+        at_cap = bool(max_len) and edges[i] <= max_len < edges[i + 1]
+        if at_cap:  # wide enough to see beside the dashed line, in the bound's colour
+            width = max(x1 - x0 - 0.5, CAP_BAR_MIN_WIDTH)
+            parts.append(f'<rect class="bar cap" x="{x0:.1f}" y="{base - h:.1f}" width="{width:.1f}" height="{h:.1f}" '
+                         f'fill="#fa4549" stroke="#82071e" stroke-width="0.6"><title>{edges[i]:,}..{edges[i + 1] - 1:,} '
+                         f'tokens (holds max_len {max_len:,}): {hist[i]:,} rows</title></rect>'
+                         f'<text class="cap-count" x="{x0 - 3:.1f}" y="{max(base - h - 3, PAD_T + 24):.1f}" '
+                         f'text-anchor="end" font-size="11" fill="#82071e">{hist[i]:,} at cap</text>')
+            continue
         parts.append(f'<rect class="bar" x="{x0:.1f}" y="{base - h:.1f}" width="{max(x1 - x0 - 0.5, 0.8):.1f}" '
                      f'height="{h:.1f}" fill="#54aeff"><title>{edges[i]:,}..{edges[i + 1] - 1:,} tokens: '
                      f'{hist[i]:,} rows</title></rect>')
@@ -117,11 +146,6 @@ def seq_len_svg(edges: list[int], hist: list[int], min_len: int | None, max_len:
                 parts.append(f'<line x1="{x(v):.1f}" y1="{base}" x2="{x(v):.1f}" y2="{base + 4}" stroke="#57606a"/>'
                              f'<text x="{x(v):.1f}" y="{base + 16}" text-anchor="middle" font-size="11">{v:,}</text>')
         decade *= 10
-    for v, label, dx, anchor in ((min_len, "min_len", 3, "start"), (max_len, "max_len", -3, "end")):
-        if v:
-            parts.append(f'<line class="bound" x1="{x(v):.1f}" y1="{PAD_T}" x2="{x(v):.1f}" y2="{base}" stroke="#cf222e" '
-                         f'stroke-dasharray="5,3" stroke-width="1.5"/><text x="{x(v) + dx:.1f}" y="{PAD_T + 10}" '
-                         f'text-anchor="{anchor}" font-size="11" fill="#cf222e">{label} {v:,}</text>')
     parts.append(f'<line x1="{PAD_L}" y1="{base}" x2="{W - PAD_R}" y2="{base}" stroke="#57606a"/>'
                  f'<text x="{(W + PAD_L) / 2}" y="{H - 6}" text-anchor="middle" font-size="12">seq_len (tokens, log scale)</text>'
                  f'<text x="14" y="{H / 2}" transform="rotate(-90 14 {H / 2})" text-anchor="middle" font-size="12">rows</text></svg>')
@@ -278,7 +302,8 @@ def render(summary: dict[str, Any]) -> str:
     for name, c in checks.items():
         rows.append(f'<tr data-verdict="{_e(c["verdict"])}"><td>{_badge(c["verdict"])}</td><td><code>{_e(name)}</code></td>'
                     f'<td class="num">{c["tests"]:,}</td><td class="num">{c["rows_checked"]:,}</td>'
-                    f'<td class="num">{c["rows_violating"]:,}</td><td class="num">{seconds.get(name, 0):.2f}</td>'
+                    f'<td class="num">{c["rows_violating"]:,}</td><td class="num" title="{seconds.get(name, 0):.6f} s">'
+                    f'{duration(seconds.get(name))}</td>'
                     f'<td>{_check_detail(c)}</td></tr>')
     details = "".join(f'<h3>{_e(n)}</h3><pre class="details">{_e(chr(10).join(c["details"]))}</pre>'
                       for n, c in checks.items() if c.get("details"))
@@ -317,7 +342,7 @@ def render(summary: dict[str, Any]) -> str:
 <h2>Verdicts</h2>
 <p><label><input type="checkbox" id="only-failing"> show failing contracts only</label> · {len(failed)} of {len(checks)} contracts fail</p>
 <table id="verdicts"><thead><tr><th>verdict</th><th>contract</th><th>tests</th><th>rows checked</th><th>rows violating</th>
-<th>seconds</th><th>detail</th></tr></thead><tbody>{"".join(rows)}</tbody></table>
+<th>time</th><th>detail</th></tr></thead><tbody>{"".join(rows)}</tbody></table>
 {details}
 {_unchecked(summary)}
 <h2>Dataset</h2><table class="figures">{fig_rows}</table>

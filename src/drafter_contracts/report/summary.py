@@ -290,6 +290,9 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"seq_len p05/p50/p95/p99 {_fmt(q['p05'])}/{_fmt(q['p50'])}/{_fmt(q['p95'])}/{_fmt(q['p99'])} "
                      f"(bin lower edges, <= 4.4% wide)"
                      + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
+    if summary["contract"].get("max_len_source") == "observed":
+        lines.append(f"max_len not pinned: the longest row ({_fmt(summary['contract']['max_len'])} tokens) is taken as the "
+                     "truncation cap; pin it with --max-len N or a contract from 'drafter-contracts init'")
     if not f["complete"]:
         lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards (tests were deselected or skipped)")
     for u in summary.get("unchecked") or []:

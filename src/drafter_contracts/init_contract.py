@@ -1,0 +1,278 @@
+"""``drafter-contracts init DIR``: a contract pinned to a known-good dataset, read once.
+
+The generic contract fits any dataset because it pins nothing; a gate needs the opposite.
+``init`` reads a dataset the user trusts (the one a good drafter was trained on) and writes
+what it found as a contract file: the row count with a tolerance, the Arrow types, the
+length bounds, the tokenizer and the template profile the span oracle chose for it, with a
+comment on every key. Committed next to the training config, that file gates every later
+dataset: ``pytest --dataset-path=NEW --contract=contract.toml``.
+
+The pass over the data is the engine's own (``Engine.stats`` per shard: role labels,
+supervised counts), so what init observes is exactly what the contracts will measure.
+The ``[mask]`` section comes from one function, :func:`mask_section`, so a version that
+infers the producer's convention from the per-role totals can replace it alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import UsageProblem
+
+#: Row-count tolerance written when the user gives none: a regenerated dataset moves a little.
+DEFAULT_TOLERANCE = "1%"
+
+
+class NotKnownGood(Exception):
+    """The dataset given to init has rows no contract can accept (one line: what and where to look)."""
+
+
+@dataclass
+class Observed:
+    """What one pass over the dataset found (the inputs of the contract file)."""
+
+    path: Path
+    num_rows: int
+    columns: dict[str, str]
+    seq_len_min: int | None = None
+    seq_len_max: int | None = None
+    rows_at_max: int = 0
+    min_supervised: int | None = None
+    tokens: int = 0
+    supervised_tokens: int | None = None
+    rows_excluded: int = 0
+    role_tokens: dict[str, int] = field(default_factory=dict)
+    role_supervised: dict[str, int] = field(default_factory=dict)
+    tokenizer: str | None = None
+    vocab_size: int | None = None
+    template: dict[str, Any] | None = None  # engine.oracle.to_dict()
+    seconds: float = 0.0
+
+
+def _add(into: dict[str, int], part: dict[str, int] | None) -> None:
+    for k, v in (part or {}).items():
+        into[k] = into.get(k, 0) + int(v)
+
+
+def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | None = None,
+            template_profile: str = "auto", family: str = "chatml") -> Observed:
+    """One pass of the engine over every shard, keeping only the sums a contract pins."""
+    import time
+
+    from .config import load_contract, resolve_contract_path
+    from .dataset import open_dataset
+    from .engine import Engine
+    from .vocab import load_vocabulary
+
+    t0 = time.perf_counter()
+    dataset = open_dataset(dataset_dir, dataset_split)
+    _ = dataset.table  # unreadable Arrow files are a usage error before any work
+    contract = load_contract(resolve_contract_path(None), {"template_profile": template_profile, "family": family})
+    vocab = load_vocabulary(tokenizer) if tokenizer else None
+    engine = Engine(dataset, contract, vocab)
+    problem = engine.coverage_problem()
+    if problem:
+        raise UsageProblem(problem)
+    if "input_ids" in engine.column_problems:
+        raise UsageProblem(f"init {dataset_dir}: {engine.column_problems['input_ids'].split(' (')[0]}; "
+                           "init needs a tokenized dataset (input_ids as lists of integers)")
+    seen = Observed(dataset.path, dataset.num_rows, dataset.column_types(),
+                    tokenizer=tokenizer, vocab_size=vocab.size if vocab is not None else None,
+                    template=engine.oracle.to_dict() if engine.oracle is not None else None)
+    has_mask = "loss_mask" not in engine.column_problems
+    seen.supervised_tokens = 0 if has_mask else None
+    for shard in engine.shards:
+        st = engine.stats(shard)
+        if st is None:
+            continue
+        seen.tokens += st["tokens"]
+        seen.rows_excluded += st["rows_excluded"]
+        for key, pick in (("seq_len_min", min), ("seq_len_max", max)):
+            if st[key] is not None:
+                cur = getattr(seen, key)
+                setattr(seen, key, st[key] if cur is None else pick(cur, st[key]))
+        if has_mask and st.get("supervised_tokens") is not None:
+            seen.supervised_tokens += st["supervised_tokens"]
+            per_row = engine.work(shard).view.supervised_per_row
+            if len(per_row):
+                low = int(per_row.min())
+                seen.min_supervised = low if seen.min_supervised is None else min(seen.min_supervised, low)
+        _add(seen.role_tokens, st.get("role_tokens"))
+        _add(seen.role_supervised, st.get("role_supervised"))
+    lengths = engine.row_lengths
+    if lengths is not None and len(lengths) and seen.seq_len_max is not None:
+        seen.rows_at_max = int((lengths == seen.seq_len_max).sum())
+    seen.seconds = time.perf_counter() - t0
+    return seen
+
+
+# --- the contract file -------------------------------------------------------------------------
+
+def _toml(value: Any) -> str:
+    """A TOML literal for a str, bool, int or list of those (JSON's string escapes are TOML's)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def _key(name: str, value: Any, comment: str) -> str:
+    line = f"{name} = {_toml(value)}"
+    return f"{line:<40} # {comment}" if comment else line
+
+
+def mask_section(seen: Observed) -> list[str]:
+    """``[mask]``: the observed per-role supervised totals as comments, the keys at today's defaults.
+
+    The one place the mask policy of a pinned contract is decided: replace this function to
+    write an inferred convention instead of the defaults.
+    """
+    from .config import MaskPolicy
+
+    lines = ["[mask]"]
+    if seen.role_supervised or seen.role_tokens:
+        lines.append("# Observed on this dataset (span-oracle roles): supervised / all tokens per role")
+        for role in sorted(set(seen.role_tokens) | set(seen.role_supervised), key=lambda r: -seen.role_tokens.get(r, 0)):
+            sup, alltok = seen.role_supervised.get(role, 0), seen.role_tokens.get(role, 0)
+            share = f"{sup / alltok:.1%}" if alltok else "n/a"
+            lines.append(f"#   {role:<20} {sup:>14,} / {alltok:>14,}  ({share})")
+    else:
+        lines.append("# No per-role totals: no tokenizer was given (init --tokenizer DIR labels the roles).")
+    lines.append("# Keys below are the defaults (speculators 0.4-0.7: assistant content, reasoning and tool calls")
+    lines.append("# supervised, no end token; completeness off). Change them to the convention your producer follows.")
+    defaults = MaskPolicy()
+    for f in dataclasses.fields(MaskPolicy):
+        lines.append(_key(f.name, getattr(defaults, f.name), _MASK_NOTES.get(f.name, "")))
+    return lines
+
+
+_MASK_NOTES = {
+    "content": "assistant text outside reasoning/tool-call blocks may be supervised",
+    "reasoning_final": "<think> block of the row's last assistant turn",
+    "reasoning_earlier": "<think> blocks of earlier assistant turns",
+    "tool_calls": "<tool_call> blocks",
+    "end_of_turn": "the assistant's end-of-turn token",
+    "newline_after_end": "the newline after it",
+    "boundary_tokens": "allow: a token merging header newline and content may be supervised",
+    "turns": "all: every assistant turn may be supervised; last: only the row's last",
+    "completeness": "off / all / last: eligible tokens of every / the last turn must be supervised",
+    "reasoning_opener": "context: the generation prompt holds <think>, left unsupervised",
+}
+
+
+def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT_TOLERANCE,
+                    max_len: int | None = None, mask: Callable[[Observed], list[str]] = mask_section) -> str:
+    """The contract file's text: every key pinned to what ``seen`` found, each with its comment."""
+    from .config import ContentPolicy, DriftPolicy
+
+    today = _dt.date.today().isoformat()
+    cap = max_len if max_len is not None else seen.seq_len_max
+    cap_note = ("the truncation cap given to init" if max_len is not None else
+                f"longest row observed ({seen.rows_at_max:,} rows at it); set the real truncation cap if it differs")
+    out = [
+        f"# Pinned to {seen.path} by 'drafter-contracts init' on {today}.",
+        "# Gate a later dataset with:  pytest --dataset-path=NEW --contract=THIS_FILE",
+        "# Every value is what init observed; loosen one where later datasets may honestly differ.",
+        "",
+        "[contract]",
+        _key("name", name, "shows in every report"),
+        _key("description", f"pinned to {seen.path.name}: {seen.num_rows:,} rows, {seen.tokens:,} tokens", ""),
+        "",
+        "[schema]",
+        "# The Arrow types found; a column not listed fails schema unless allow_extra_columns = true.",
+    ]
+    out += [_key(col, typ, "as found") for col, typ in seen.columns.items()]
+    out += [
+        "",
+        "[dataset]",
+        _key("expected_count", seen.num_rows, "rows in the known-good dataset"),
+        _key("count_tolerance", count_tolerance, "allowed distance: rows, or a percentage"),
+        _key("allow_extra_columns", False, "columns beyond [schema] fail the schema contract"),
+        "",
+        "[lengths]",
+        _key("min_len", seen.seq_len_min or 0, "shortest row observed"),
+        _key("max_len", cap or 0, cap_note),
+        _key("min_supervised", seen.min_supervised if seen.min_supervised is not None else 0,
+             "fewest supervised tokens in a row observed"),
+        "",
+        "[tokenizer]",
+    ]
+    if seen.tokenizer:
+        template = seen.template or {}
+        builtin = template.get("source") == "builtin"
+        out.append(_key("path", seen.tokenizer, "the tokenizer the dataset was checked with"))
+        if seen.vocab_size is not None:
+            out.append(_key("vocab_size", seen.vocab_size, "ids the tokenizer has; another tokenizer is a usage error"))
+        out.append(_key("template_profile", template.get("name") if builtin else "auto",
+                        "built-in profile init chose" if builtin else "derived from the chat template, as init did"))
+        out.append(f"# Template profile chosen: {json.dumps(template, ensure_ascii=False)}")
+    else:
+        out.append("# No tokenizer given to init: the contracts that read tokens skip until one is set here")
+        out.append("# (path = \"DIR\") or passed with --tokenizer.")
+    out += ["", *mask(seen), "",
+            "[content]",
+            _key("strict", ContentPolicy.strict, "false: suspicious content (duplicates, placeholder replies) warns"),
+            _key("block_size", ContentPolicy.block_size, "DFlash block size: anchors are never in a row's last block"),
+            "",
+            "[drift]",
+            _key("sample_rows", DriftPolicy.sample_rows, "rows re-encoded with the tokenizer (0: off)"),
+            _key("seed", DriftPolicy.seed, "which rows"),
+            ""]
+    return "\n".join(out)
+
+
+def write_contract(text: str, out: Path, force: bool = False) -> Path:
+    """Write the file (refusing to replace one unless ``force``), then prove it loads as a contract."""
+    from .config import load_contract
+
+    if out.exists() and not force:
+        raise UsageProblem(f"init -o {out}: already exists; pass --force to replace it or choose another name")
+    if out.is_dir():
+        raise UsageProblem(f"init -o {out}: is a folder; pass a file name such as {out / 'contract.toml'}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, "utf-8")
+    except OSError as exc:
+        raise UsageProblem(f"init -o {out}: cannot be written ({exc.strerror or exc}); choose a writable place") from None
+    load_contract(out)  # what init writes must be a contract the suite accepts
+    return out
+
+
+def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool = False,
+             count_tolerance: str = DEFAULT_TOLERANCE, max_len: int | None = None, name: str | None = None,
+             dataset_split: str | None = None, template_profile: str = "auto") -> tuple[Observed, Path]:
+    """Check the arguments, observe the dataset, write the contract; UsageProblem on bad input."""
+    from .config import Tolerance
+    from .tokenizer_source import resolve_tokenizer
+
+    Tolerance.parse(count_tolerance, "init --count-tolerance")
+    if max_len is not None and max_len < 1:
+        raise UsageProblem(f"init --max-len {max_len}: must be >= 1")
+    target = Path(out).expanduser().resolve()
+    data = Path(dataset_dir).expanduser().resolve()
+    if data == target or data in target.parents:
+        raise UsageProblem(f"init -o {out}: is inside the dataset folder; the dataset is read-only, write the contract elsewhere")
+    if target.exists() and not force:
+        raise UsageProblem(f"init -o {out}: already exists; pass --force to replace it or choose another name")
+    if tokenizer:
+        resolve_tokenizer(tokenizer)
+        path = Path(tokenizer).expanduser()
+        tokenizer = str(path.resolve()) if path.exists() else tokenizer  # a committed contract must not depend on cwd
+    seen = observe(dataset_dir, tokenizer, dataset_split=dataset_split, template_profile=template_profile)
+    if max_len is not None and seen.seq_len_max is not None and seen.seq_len_max > max_len:
+        raise UsageProblem(f"init --max-len {max_len}: the dataset has rows of {seen.seq_len_max:,} tokens; "
+                           "pass the cap the dataset was truncated at")
+    if seen.rows_excluded:
+        raise NotKnownGood(f"init {dataset_dir}: {seen.rows_excluded:,} rows are null, empty or have disagreeing "
+                           "lengths, so this is not a known-good dataset; see them with "
+                           f"pytest --dataset-path={dataset_dir} and run init on a clean one")
+    text = render_contract(seen, name or seen.path.name, count_tolerance=count_tolerance, max_len=max_len)
+    return seen, write_contract(text, target, force)

@@ -1,0 +1,311 @@
+"""The pytest11 entry point: every option, the checks of their values, and nothing heavy.
+
+pytest loads this module in every run of every environment the package is installed in,
+including runs that have nothing to do with datasets. So it imports only the standard
+library and pytest, and registers the real plugin (``drafter_contracts.plugin``: engine,
+reports, numpy, pyarrow, the tokenizer) only when ``--dataset-path`` or ``--masker`` is given.
+
+Before that it checks every value it can without heavy imports (numbers, paths, the report
+folder, the tokenizer's files, the contract file, the masker's name), so bad input is one
+``ERROR:`` line and exit code 4 within about a second, never after minutes of work and never
+pytest's usage block: options that take numbers are declared as strings and parsed here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PLUGIN = "drafter_contracts.plugin"
+BUILTIN_MASKERS = ("hf", "speculators")
+#: Options that take an integer: (name, smallest allowed value).
+INT_OPTIONS = (("expected_count", 0), ("min_len", 0), ("max_len", 0), ("min_supervised", 0),
+               ("shard_size", 1), ("max_shard_tokens", 1))
+
+
+@dataclass
+class RunOptions:
+    """The command line, parsed and checked once (on the controller; workers only parse)."""
+
+    overrides: dict[str, Any] = field(default_factory=dict)  # typed, for config.load_contract
+    split: tuple[int, int] | None = None
+    report_dir: Path | None = None
+    contract_path: Path | None = None
+    contract: Any = None  # config.Contract, loaded with the overrides applied
+    dataset: Any = None  # dataset.SavedDataset, opened (metadata only)
+    tokenizer: str | None = None  # the name load_vocabulary receives (a relative contract path made absolute)
+    checked: bool = False
+
+
+RUN_KEY = pytest.StashKey[RunOptions]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("drafter-contracts", "data contracts for tokenized drafter datasets")
+    g.addoption("--dataset-path", metavar="DIR", help="folder written by datasets.save_to_disk; runs the contract suite on it")
+    g.addoption("--contract", metavar="FILE.toml",
+                help="contract file (write one with 'drafter-contracts init') or built-in name (default: generic)")
+    g.addoption("--tokenizer", metavar="DIR_OR_NAME",
+                help="tokenizer folder (holding tokenizer.json), a model name in the local cache, or builtin:qwen3.6")
+    g.addoption("--expected-count", metavar="N", help="expected number of rows")
+    g.addoption("--count-tolerance", metavar="N|P%", help="allowed distance from --expected-count: rows or a percentage")
+    g.addoption("--min-len", metavar="N", help="smallest allowed seq_len")
+    g.addoption("--max-len", metavar="N", help="largest allowed seq_len (the truncation cap)")
+    g.addoption("--min-supervised", metavar="N", help="fewest supervised tokens a row may have")
+    g.addoption("--allow-extra-columns", action="store_true", default=None,
+                help="accept columns the contract's [schema] does not declare")
+    g.addoption("--shard-size", metavar="ROWS", help="rows per shard (the unit xdist spreads)")
+    g.addoption("--max-shard-tokens", metavar="N", help="tokens per shard at most (bounds a worker's memory)")
+    g.addoption("--report-dir", metavar="DIR", default="reports",
+                help="where summary.json, report.html and junit.xml go (default: reports/)")
+    g.addoption("--mask-policy", metavar="KEY=VALUE", action="append",
+                help="override one [mask] policy key of the contract, repeatable "
+                     "(e.g. --mask-policy completeness=all --mask-policy end_of_turn=true)")
+    g.addoption("--save-baseline", metavar="FILE", help="write the dataset's profile to FILE (compare later with --baseline)")
+    g.addoption("--baseline", metavar="FILE", help="compare the dataset with a profile saved by --save-baseline; "
+                                                   "thresholds from the contract's [baseline] table")
+    g.addoption("--token-freq", metavar="FILE", help="token_freq.pt to check (default: the one beside the dataset, if any)")
+    g.addoption("--template-profile", metavar="NAME|auto",
+                help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in "
+                     "(chatml, phi4, llama3, gemma, mistral, deepseek)")
+    g.addoption("--dataset-split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
+    g.addoption("--split", metavar="K/N", help="check only the K-th of N disjoint shard groups (one machine of N); "
+                "join the N summary.json files with 'drafter-contracts merge-reports'")
+    g.addoption("--masker", metavar="hf|speculators|MODULE:FUNCTION",
+                help="run the template -> mask properties against this masker (profile: --hypothesis-profile ci|thorough)")
+    g.addoption("--chat-template", metavar="FILE", help="generation-tagged chat template for --masker=hf and the probe property")
+    g.addoption("--speculators-path", metavar="DIR",
+                help="pip --target folder holding the speculators to test (default: $DRAFTER_SPECULATORS_PATH)")
+
+
+def active(config: pytest.Config) -> bool:
+    """Whether this run is the tool's: a dataset to check or a masker to test."""
+    return bool(config.getoption("dataset_path", None) or config.getoption("masker", None))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if active(config):
+        run_options(config)  # first: a usage error must not wait for hypothesis's import (1-4 s)
+    if config.getoption("masker", None) or config.getoption("hypothesis_profile", None):
+        # Before hypothesis's own pytest_configure loads --hypothesis-profile (this hook is tryfirst).
+        from .profiles import register_profiles
+
+        register_profiles()
+    if active(config):
+        # pytest_configure is a historic hook: the plugin's own pytest_configure runs on registration.
+        config.pluginmanager.register(importlib.import_module(PLUGIN), PLUGIN)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on a dataset: no more workers than shards (none for one shard: it runs in-process).
+
+    Every worker imports numpy, pyarrow and the tokenizer tables before its first test; a
+    worker with no shard to check only adds that cost.
+    """
+    if not config.getoption("dataset_path", None) or hasattr(config, "workerinput"):
+        return None
+    opts = run_options(config)
+    shards = planned_shards(opts)
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
+    cpus = int(env) if env.isdigit() else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 0 if shards <= 1 else min(cpus, shards)
+
+
+def planned_shards(opts: RunOptions) -> int:
+    """How many shards this run will check (the plan the engine makes, from metadata and offsets)."""
+    from .dataset import plan_shards, shard_groups
+
+    ds, c = opts.dataset, opts.contract
+    lengths = ds.row_lengths()
+    shards = plan_shards(ds.num_rows, c.shard_size, lengths, c.max_shard_tokens)
+    if opts.split is not None:
+        shards = shard_groups(shards, lengths, opts.split[1])[opts.split[0] - 1]
+    return len(shards)
+
+
+def run_options(config: pytest.Config) -> RunOptions:
+    """Parse (every process) and check (the controller, once) the command line; exit 4 on bad input."""
+    from .errors import UsageProblem
+
+    opts = config.stash.get(RUN_KEY, None)
+    if opts is None:
+        opts = RunOptions()
+        config.stash[RUN_KEY] = opts
+        try:
+            parse_values(config, opts)
+            if not hasattr(config, "workerinput"):
+                check_inputs(config, opts)
+        except UsageProblem as exc:
+            del config.stash[RUN_KEY]
+            raise pytest.UsageError(str(exc)) from None
+    return opts
+
+
+def parse_int(raw: str | None, option: str, lowest: int = 0) -> int | None:
+    """An integer option's value; ``4k`` and friends are one clear line, not argparse's usage block."""
+    from .errors import UsageProblem
+
+    if raw is None:
+        return None
+    text = str(raw).strip().replace("_", "").replace(",", "")
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise UsageProblem(f"{option} {raw}: not a whole number; write it in digits, e.g. {option}=4096")
+    value = int(text)
+    if value < lowest:
+        raise UsageProblem(f"{option} {raw}: must be >= {lowest}")
+    return value
+
+
+def parse_values(config: pytest.Config, opts: RunOptions) -> None:
+    """Typed values from the raw strings (no file is touched)."""
+    from .config import parse_mask_overrides
+    from .errors import UsageProblem
+
+    opt = config.getoption
+    over: dict[str, Any] = {}
+    for name, lowest in INT_OPTIONS:
+        over[name] = parse_int(opt(name), "--" + name.replace("_", "-"), lowest)
+    tol = opt("count_tolerance")
+    if tol is not None:
+        from .config import Tolerance
+
+        Tolerance.parse(tol, "--count-tolerance")
+        over["count_tolerance"] = tol
+    over["tokenizer"] = opt("tokenizer")
+    over["mask"] = parse_mask_overrides(opt("mask_policy"))
+    over["template_profile"] = opt("template_profile")
+    over["allow_extra_columns"] = opt("allow_extra_columns")
+    opts.overrides = over
+    if opt("split") is not None:
+        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", opt("split"))
+        if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+            raise UsageProblem(f"--split {opt('split')}: expected K/N with 1 <= K <= N (run K of N machines, e.g. --split 2/3); "
+                               "to pick a DatasetDict split use --dataset-split NAME")
+        opts.split = (int(m.group(1)), int(m.group(2)))
+    opts.report_dir = Path(opt("report_dir")).expanduser().resolve()
+
+
+def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
+    """Every input that can be wrong, checked before any work: files, folders, names."""
+    from .errors import UsageProblem
+
+    opt = config.getoption
+    if opt("masker"):
+        if opt("dataset_path"):
+            raise UsageProblem("--masker and --dataset-path run different suites; run them one at a time")
+        check_masker(opt("masker"))
+        for name, what in (("chat_template", "a chat template file"),):
+            if opt(name) and not Path(opt(name)).expanduser().is_file():
+                raise UsageProblem(f"--chat-template {opt(name)}: no such file; pass {what}")
+        if opt("speculators_path") and not Path(opt("speculators_path")).expanduser().is_dir():
+            raise UsageProblem(f"--speculators-path {opt('speculators_path')}: no such folder; pass the pip --target "
+                               "folder speculators was installed into")
+        load_contract_options(config, opts, masker=True)
+        opts.checked = True
+        return
+    from .dataset import open_dataset
+
+    opts.dataset = open_dataset(opt("dataset_path"), opt("dataset_split"))
+    data = opts.dataset.path.resolve()
+    report = opts.report_dir
+    if report == data or data in report.parents:
+        raise UsageProblem(f"--report-dir {report}: is inside the dataset folder; the dataset is read-only, choose another folder")
+    if not getattr(config.option, "collectonly", False):
+        check_writable_dir(report, "--report-dir")
+    for name in ("token_freq", "baseline"):
+        value = opt(name)
+        if value and not Path(value).expanduser().is_file():
+            hint = "the token_freq.pt written with the dataset" if name == "token_freq" else "a file written by --save-baseline"
+            raise UsageProblem(f"--{name.replace('_', '-')} {value}: no such file; pass {hint}")
+    save = opt("save_baseline")
+    if save:
+        target = Path(save).expanduser().resolve()
+        if target.is_dir():
+            raise UsageProblem(f"--save-baseline {save}: is a directory; pass a file name")
+        if data in target.parents:
+            raise UsageProblem(f"--save-baseline {save}: is inside the dataset folder; the dataset is read-only, choose another place")
+        check_writable_dir(target.parent, "--save-baseline")
+    load_contract_options(config, opts, masker=False)
+    _ = opts.dataset.table  # open the Arrow files now: unreadable ones are usage errors, not test errors
+    opts.checked = True
+
+
+def load_contract_options(config: pytest.Config, opts: RunOptions, masker: bool) -> None:
+    """The contract with the command line applied, and the tokenizer it names, resolved on disk."""
+    from .config import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
+    from .tokenizer_source import BUILTIN_PREFIX, BUILTIN_TOKENIZERS, resolve_tokenizer
+
+    raw = config.getoption("contract")
+    opts.contract_path = resolve_contract_path(raw if raw is not None or not masker else EXAMPLE_CONTRACT)
+    opts.contract = load_contract(opts.contract_path, opts.overrides)
+    from_cli = config.getoption("tokenizer") is not None
+    name = contract_relative(opts.contract.tokenizer, opts.contract_path, from_cli)
+    if masker and name is None:
+        name = f"{BUILTIN_PREFIX}{BUILTIN_TOKENIZERS[0]}"
+    if name is not None:
+        resolve_tokenizer(name)
+    opts.tokenizer = name
+
+
+def contract_relative(raw: str | None, contract_file: Path, from_cli: bool) -> str | None:
+    """A relative tokenizer path in a contract file is relative to that file."""
+    from .tokenizer_source import BUILTIN_PREFIX
+
+    if raw is None or from_cli or raw.startswith(BUILTIN_PREFIX) or Path(raw).is_absolute():
+        return raw
+    candidate = (contract_file.parent / raw).resolve()
+    return str(candidate) if candidate.exists() else raw
+
+
+def check_writable_dir(folder: Path, option: str) -> None:
+    """Create ``folder`` if needed and prove a file can be written there (as the reports will be)."""
+    from .errors import UsageProblem
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageProblem(f"{option} {folder}: is a file, not a folder; pass a folder the reports can be written to") from None
+    except OSError as exc:
+        raise UsageProblem(f"{option} {folder}: cannot be created ({exc.strerror}); pass a folder you can write to") from None
+    if not folder.is_dir():
+        raise UsageProblem(f"{option} {folder}: is not a folder; pass a folder the reports can be written to")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageProblem(f"{option} {folder}: not writable ({exc.strerror}); pass a folder you can write to") from None
+
+
+def check_masker(spec: str) -> None:
+    """``hf``, ``speculators`` or ``module:function`` whose module can be found (not imported yet)."""
+    from .config import did_you_mean
+    from .errors import UsageProblem
+
+    if spec in BUILTIN_MASKERS:
+        return
+    module_part, sep, func = spec.rpartition(":")
+    if not sep or not module_part or not func:
+        raise UsageProblem(f"--masker {spec}: unknown masker{did_you_mean(spec, BUILTIN_MASKERS)}; use hf, speculators "
+                           "or module:function (f(conversation, tools, tokenizer, max_length) -> (input_ids, loss_mask))")
+    if module_part.endswith(".py") or "/" in module_part:
+        if not Path(module_part).expanduser().is_file():
+            raise UsageProblem(f"--masker {spec}: no such file {module_part}; pass module:function or path/to/file.py:function")
+        return
+    try:
+        found = importlib.util.find_spec(module_part.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UsageProblem(f"--masker {spec}: no module named {module_part.split('.')[0]!r} on the path; "
+                           "is it installed or on PYTHONPATH?")
