@@ -106,7 +106,7 @@ def test_a_worker_killed_mid_shard_leaves_every_row_contract_incomplete(tmp_path
     before = tree_hashes(clean_dataset)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "killer", "-p", "no:cacheprovider",
                            f"--dataset-path={clean_dataset}", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
-                           "--expected-count=2000", f"--report-dir={report}", "-n", "2"],
+                           "--contract=qwen3.6-dflash", "--expected-count=2000", f"--report-dir={report}", "-n", "2"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "crashed while running" in proc.stdout  # pytest-xdist saw the SIGKILL
