@@ -198,7 +198,7 @@ class Vocabulary:
 
 
 def _tables_path(fingerprint: str) -> Path:
-    from .fixtures.cache import cache_root
+    from .paths import cache_root
 
     return cache_root() / "vocab" / f"{fingerprint}-v{TABLES_VERSION}.npz"
 

@@ -63,7 +63,7 @@ def placeholder_ids(vocab, texts: tuple[str, ...]) -> dict[str, list[int]]:
     Encoding needs the tokenizer itself (~4 s and ~300 MB to load); with the cache an
     xdist worker that only checks content never loads it.
     """
-    from ..fixtures.cache import cache_root
+    from ..paths import cache_root
 
     path = cache_root() / "vocab" / f"{vocab.fingerprint}-placeholders.json"
     try:
