@@ -8,5 +8,6 @@ numpy references of the same loops (kernels_numpy.py; slower, same results).
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("drafter_contracts._kernels", ["src/drafter_contracts/_kernels.c"],
+setup(ext_modules=[Extension("drafter_contracts._kernels", ["src/drafter_contracts/_kernels.c",
+                                                           "src/drafter_contracts/_labeller.c"],
                              extra_compile_args=["-O3", "-std=c99"], optional=True)])

@@ -1,8 +1,11 @@
-"""The generic labeller against a plain per-token reading of the same profile, on random marker soups.
+"""The labeller: the numpy reference and the compiled loop agree on random marker soups, and each
+template feature labels as its templates mean.
 
-Profiles come from the real family tokenizers (Qwen3.6 BPE + family special tokens);
-rows are random sequences of their marker ids, newline runs and words. A second
-property pins the ChatML fast path to the generic labeller on the ChatML profile.
+Profiles come from the built-in families resolved against tokenizers made of the Qwen3.6
+BPE plus each family's special tokens; rows are random sequences of their marker ids,
+newline runs and words. The two implementations (vectorized running maxima in
+``generic.label``; one sequential pass in ``_labeller.c``) share no code, so agreement on
+every drawn row pins both to the same rules. Hand-written rows pin the rules themselves.
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from drafter_contracts.fixtures.families import family_tokenizer_dir
-from drafter_contracts.spans import chatml, generic
+from drafter_contracts.spans import generic, kernel
 from drafter_contracts.spans.builtin import builtin_profile
 from drafter_contracts.spans.labels import Role, TurnProblem
-from drafter_contracts.spans.profile import CompiledProfile, TemplateProfile
+from drafter_contracts.spans.profile import CompiledProfile, Header, SubSpan, TemplateProfile
 from drafter_contracts.vocab import load_vocabulary
 
 R, P = Role, TurnProblem
@@ -25,202 +28,154 @@ FAMILIES = ("chatml", "llama3", "mistral", "deepseek", "phi4", "gemma")
 
 @pytest.fixture(scope="module")
 def compiled() -> dict[str, tuple[CompiledProfile, list[int]]]:
-    """Each family's compiled built-in profile, newline table, and an alphabet of ids to build rows from."""
+    """Each family's compiled built-in profile and an alphabet of ids to build rows from."""
     out = {}
     for name in FAMILIES:
         vocab = load_vocabulary(str(family_tokenizer_dir(name)))
-        profile = builtin_profile(name, vocab)
-        cp = CompiledProfile(profile, vocab.newline_lead)
-        words = [vocab.single_id(w) for w in ("hello", " world", "user", "assistant", "model", "system")]
+        cp = CompiledProfile(builtin_profile(name, vocab), vocab.newline_lead)
+        words = [vocab.single_id(w) for w in ("hello", " world", "user", "assistant", "model", "system", "tool")]
         newlines = [vocab.single_id("\n" * k) for k in (1, 2, 3)]
-        markers = {i for h in cp.headers for i in (*h.core, *h.ends)}
-        markers |= {i for p in (profile.reasoning, profile.tool_call) if p for i in p if i is not None}
-        markers |= {i for i in (profile.after_end, profile.bos) if i is not None}
-        out[name] = (cp, vocab.newline_lead, sorted({*markers, *(w for w in words if w is not None), *(n for n in newlines if n is not None)}))
+        out[name] = (cp, sorted({*cp.profile.marker_ids(), *(w for w in (*words, *newlines) if w is not None)}))
     return out
 
 
-# --- reference: one token at a time ---------------------------------------------------------
-
-def _match(row: list[int], p: int, cp: CompiledProfile) -> tuple[int, bool]:
-    """Index into cp.headers of the header starting at p (-1 none), and whether the row cut it short."""
-    cut = False
-    for si, h in enumerate(cp.headers):
-        core = h.core
-        if row[p:p + len(core)] == list(core):
-            return si, False
-        avail = row[p:]
-        if len(avail) < len(core) and avail == list(core[:len(avail)]):
-            cut = True
-    return -1, cut
-
-
-def reference(row: list[int], cp: CompiledProfile, max_len: int, newline_lead: np.ndarray
-              ) -> tuple[list[int], list[bool], list[int]]:
-    prof: TemplateProfile = cp.profile
-    n = len(row)
-    roles, boundary, problems = [int(R.OUTSIDE)] * n, [False] * n, [0] * n
-
-    def flag(p: int, code: int) -> None:
-        if 0 <= p < n and problems[p] == 0:
-            problems[p] = code
-
-    opener_ids = {h.core[0] for h in cp.headers}
-    end_ids = set(cp.end_ids)
-    turn = None  # dict: start, spec, role, hlen, closed_at
-    prev = None  # ("S", spec) or ("E", None)
-    sub_open: dict[str, int] = {}
-    last_end_any = -2
-    for p, t in enumerate(row):
-        if t in opener_ids:
-            nested = prev is not None and prev[0] == "S" and (prev[1] < 0 or bool(cp.headers[prev[1]].ends))
-            if nested:
-                problems[p] = P.HEADER_IN_OPEN_TURN
-            spec, cut = _match(row, p, cp)
-            same = [h for h in cp.headers if h.core[0] == t]  # what an unknown role's header looks like
-            tails = {h.tail for h in same}
-            if spec >= 0:
-                hlen, tail = len(cp.headers[spec].core), cp.headers[spec].tail
-            else:
-                hlen = n - p if cut else min(min(len(h.core) for h in same), n - p)
-                tail = tails.pop() if len(tails) == 1 else None
-            if spec < 0 and not cut and p + 1 < n:
-                nxt = row[p + 1]
-                if nxt in end_ids:
-                    flag(p + 1, P.MALFORMED_HEADER)
-                elif nxt not in opener_ids:
-                    flag(p + 1, P.UNKNOWN_ROLE)
-            role = int(cp.headers[spec].role) if spec >= 0 else int(R.UNKNOWN_ROLE)
-            if tail is not None and p + hlen < n and not any(x in opener_ids or x in end_ids for x in row[p + 1:p + hlen]):
-                q = row[p + hlen]
-                if q == tail:
-                    hlen += 1
-                elif bool(newline_lead[tail]) and cp.merges_tail[q]:
-                    boundary[p + hlen] = True
-                elif not nested and q not in opener_ids and q not in end_ids:
-                    flag(p + hlen, P.MALFORMED_HEADER)
-            if nested:
-                role = int(R.INJECTED)
-            turn = {"start": p, "spec": spec, "role": role, "hlen": hlen, "closed_at": None}
-            prev, sub_open = ("S", spec), {}
-        elif t in end_ids:
-            ok = prev is not None and prev[0] == "S" and (prev[1] < 0 or t in cp.headers[prev[1]].ends)
-            last_end_any = p
-            if not ok:  # closes nothing, but is still the marker the next one follows
-                flag(p, P.STRAY_END)
-                roles[p], prev = int(R.OUTSIDE), ("E", None)
-                continue
-            roles[p] = int(R.ASSISTANT_END if turn["role"] == R.ASSISTANT else R.END)
-            turn["closed_at"], prev = p, ("E", None)
-            continue
-        if turn is None:
-            continue
-        if turn["closed_at"] is not None:
-            if p == last_end_any + 1 and t == prof.after_end:
-                roles[p] = int(R.AFTER_ASSISTANT_END if turn["role"] == R.ASSISTANT else R.OUTSIDE)
-            else:
-                flag(p, P.TEXT_OUTSIDE_TURN)
-            continue
-        k = p - turn["start"]
-        if k < turn["hlen"]:
-            roles[p] = int(R.HEADER)
-            continue
-        role = turn["role"]
-        if role == R.OUTSIDE:
-            flag(p, P.TEXT_OUTSIDE_TURN)
-            continue
-        roles[p] = role
-        if role == R.ASSISTANT and not boundary[p]:
-            for name, pair, sub in (("r", prof.reasoning, R.REASONING), ("t", prof.tool_call, R.TOOL_CALL)):
-                if pair is None:
-                    continue
-                if t == pair[0]:
-                    sub_open[name] = 1
-                closing = pair[1] is not None and t == pair[1]
-                if sub_open.get(name) or (closing and name in sub_open):  # a block's closer is part of it
-                    roles[p] = int(sub)
-                if closing and name in sub_open:
-                    sub_open[name] = 0
-    if n:
-        if row[0] not in opener_ids:
-            flag(0, P.NO_LEADING_HEADER)
-        if prof.bos is not None:
-            for p in range(1, n):
-                if row[p] == prof.bos:
-                    problems[p] = P.MISPLACED_BOS
-        if turn is not None and turn["closed_at"] is None and n < max_len:
-            spec = turn["spec"]
-            if spec < 0 or cp.headers[spec].ends:
-                flag(n - 1, P.UNCLOSED_TURN)
-    return roles, boundary, problems
-
-
-def _run(rows: list[list[int]], cp, max_len: int):
+def _flat(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     ids = np.array([i for r in rows for i in r], dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
-    return generic.label(ids, offsets, cp, max_len), offsets
+    return ids, offsets
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(data=st.data())
-def test_generic_matches_per_token_reference(compiled, data):
-    family = data.draw(st.sampled_from(FAMILIES))
-    cp, lead, alphabet = compiled[family]
-    rows = data.draw(st.lists(st.lists(st.sampled_from(alphabet), min_size=1, max_size=30), min_size=1, max_size=4))
-    max_len = data.draw(st.sampled_from([max(len(r) for r in rows), 4096]))
-    lab, offsets = _run(rows, cp, max_len)
-    for i, row in enumerate(rows):
-        roles, boundary, problems = reference(row, cp, max_len, lead)
-        a, b = offsets[i], offsets[i + 1]
-        assert lab.role[a:b].tolist() == roles, (family, row)
-        assert lab.boundary[a:b].tolist() == boundary, (family, row)
-        assert [bool(x) for x in lab.problem[a:b]] == [bool(x) for x in problems], (family, row, lab.problem[a:b].tolist(), problems)
-
-
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(data=st.data())
-def test_chatml_fast_path_equals_generic(compiled, data, vocab):
-    cp, _, alphabet = compiled["chatml"]
-    fast = chatml.ChatMLProfile.from_vocabulary(vocab)
-    rows = data.draw(st.lists(st.lists(st.sampled_from(alphabet), min_size=1, max_size=30), min_size=1, max_size=4))
-    max_len = data.draw(st.sampled_from([max(len(r) for r in rows), 4096]))
-    ids = np.array([i for r in rows for i in r], dtype=np.int64)
-    offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
-    a, b = generic.label(ids, offsets, cp, max_len), chatml.label(ids, offsets, fast, max_len)
+def _assert_same(a, b) -> None:
     np.testing.assert_array_equal(a.role, b.role)
     np.testing.assert_array_equal(a.boundary, b.boundary)
-    np.testing.assert_array_equal(a.problem > 0, b.problem > 0)
+    np.testing.assert_array_equal(a.problem, b.problem)
 
 
-# --- hand-written cases per family ------------------------------------------------------------
+@pytest.mark.skipif(not kernel.available(), reason="the compiled labeller is not built (numpy reference only)")
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_compiled_labeller_equals_reference(compiled, data):
+    family = data.draw(st.sampled_from(FAMILIES))
+    cp, alphabet = compiled[family]
+    ids_pool = st.sampled_from(alphabet) | st.integers(-3, cp.size + 3)  # ids outside the vocabulary too
+    rows = data.draw(st.lists(st.lists(ids_pool, min_size=0, max_size=30), min_size=1, max_size=4))
+    max_len = data.draw(st.sampled_from([max(1, max(len(r) for r in rows)), 4096]))
+    ids, offsets = _flat(rows)
+    dtype = data.draw(st.sampled_from([np.int32, np.int64]))
+    ref = generic.label(ids, offsets, cp, max_len)
+    got = kernel.label(ids.astype(dtype), offsets, cp, max_len)
+    _assert_same(ref, got)
+    np.testing.assert_array_equal(np.flatnonzero(ref.boundary), got.boundary_at)
+    assert got.problem_count == int(np.count_nonzero(ref.problem))
+    # run starts: a new run at every role change and row start
+    change = np.ones(len(ids), dtype=bool)
+    change[1:] = ref.role[1:] != ref.role[:-1]
+    change[offsets[:-1][np.diff(offsets) > 0]] = True
+    np.testing.assert_array_equal(np.flatnonzero(change), got.run_starts)
+    np.testing.assert_array_equal(ref.role[got.run_starts], got.run_roles)
+
+
+# --- a profile written for the test: every feature of the model, on made-up ids --------------
+
+O1, O2, O3, E1, E2, U, NL, W1, W2, W3, SO, SC, TO, TC, B1, B2, EOS = range(100, 117)
+
+
+def _toy() -> CompiledProfile:
+    """Openers O1 (user, tail NL, end E1), O2 W1 (assistant, no end: the next header closes it),
+    O3 ... U (assistant header up to U, body reasoning), O3 W2 ... U (tool call, the words between
+    core and U part of the call); sub-spans SO..SC (reasoning) and TO..TC (tool output inside an
+    assistant body); BOS run B1 B2; after-end E2 (an end id that may trail E1); EOS."""
+    headers = (Header(R.USER, (O1,), NL, (E1,)),
+               Header(R.ASSISTANT, (O2, W1), NL),
+               Header(R.ASSISTANT, (O3,), None, (E1,), U, R.REASONING),
+               Header(R.ASSISTANT, (O3, W2), None, (E1,), U, R.TOOL_CALL, free=R.TOOL_CALL),
+               Header(R.SYSTEM, (O1, W3), NL, (E1,), inside=(R.USER,)))
+    prof = TemplateProfile("toy", headers, after_end=(NL, E2), bos=(B1, B2),
+                           subs=(SubSpan(SO, SC, R.REASONING), SubSpan(TO, TC, R.TOOL, (R.ASSISTANT,))), eos=(EOS,))
+    lead = np.zeros(120, dtype=bool)
+    lead[NL] = True
+    return CompiledProfile(prof, lead)
+
+
+def _label(cp: CompiledProfile, row: list[int]):
+    ids, offsets = _flat([row])
+    ref = generic.label(ids, offsets, cp, 4096)
+    if kernel.available():
+        _assert_same(ref, kernel.label(ids, offsets, cp, 4096))
+    return [Role(r) for r in ref.role], [TurnProblem(p) for p in ref.problem]
+
+
+def test_toy_features():
+    cp = _toy()
+    roles, probs = _label(cp, [B1, B2, O1, NL, 7, E1, NL, O2, W1, NL, 8, SO, 9, SC, TO, 10, TC, 11, O1, NL, 12, E1, E2])
+    assert not any(probs)
+    assert roles == [R.HEADER, R.HEADER, R.HEADER, R.HEADER, R.USER, R.END, R.OUTSIDE,
+                     R.ASSISTANT_HEADER, R.ASSISTANT_HEADER, R.ASSISTANT_HEADER, R.ASSISTANT,
+                     R.REASONING, R.REASONING, R.REASONING, R.TOOL, R.TOOL, R.TOOL, R.ASSISTANT,
+                     R.ASSISTANT_END,  # the user header that closes the assistant turn is its end token
+                     R.HEADER, R.USER, R.END, R.OUTSIDE]
+
+
+def test_toy_until_headers_and_free_tokens():
+    cp = _toy()
+    roles, probs = _label(cp, [O3, 7, 8, U, 9, E1, NL, O3, W2, 5, 6, U, 10, E1, EOS])
+    assert not any(probs)
+    assert roles == [R.ASSISTANT_HEADER] * 4 + [R.REASONING, R.ASSISTANT_END, R.AFTER_ASSISTANT_END,
+                                                R.ASSISTANT_HEADER, R.ASSISTANT_HEADER, R.TOOL_CALL, R.TOOL_CALL,
+                                                R.ASSISTANT_HEADER, R.TOOL_CALL, R.ASSISTANT_END, R.AFTER_ASSISTANT_END]
+
+
+@pytest.mark.parametrize("row, problem", [
+    ([O3, 7, 8, E1], P.UNKNOWN_ROLE),  # an until header closed before its until id: an unknown header
+    ([O1, NL, 7, O1, NL, 8, E1], P.HEADER_IN_OPEN_TURN),
+    ([O1, NL, 7, E1, E1], P.STRAY_END),
+    ([O1, NL, 7, E1, 5], P.TEXT_OUTSIDE_TURN),
+    ([O1, NL, 7, E1, B1, B2, O1, NL, 8, E1], P.MISPLACED_BOS),
+    ([7, O1, NL, 8, E1], P.NO_LEADING_HEADER),
+    ([O1, NL, 7], P.UNCLOSED_TURN),
+])
+def test_toy_problems(row, problem):
+    _, probs = _label(_toy(), row)
+    assert problem in probs
+
+
+def test_toy_header_allowed_inside_an_open_turn():
+    """A header declared to open inside an open user turn closes it instead of being pasted text."""
+    cp = _toy()
+    roles, probs = _label(cp, [O1, NL, 7, O1, W3, NL, 8, E1])
+    assert not any(probs) and roles[3:6] == [R.HEADER] * 3 and roles[6] == R.SYSTEM
+
+
+# --- hand-written rows of real families ---------------------------------------------------------
 
 def _enc(name: str):
     vocab = load_vocabulary(str(family_tokenizer_dir(name)))
     return vocab, (lambda text: vocab.encode_with_offsets(text)[0])
 
 
+AH = R.ASSISTANT_HEADER
+
+
 @pytest.mark.parametrize("family, text, expect", [
     ("llama3", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
                "<|start_header_id|>assistant<|end_header_id|>\n\nYes<|eot_id|>",
-     [R.HEADER] * 5 + [R.USER, R.END] + [R.HEADER] * 4 + [R.ASSISTANT, R.ASSISTANT_END]),
+     [R.HEADER] * 5 + [R.USER, R.END] + [AH] * 4 + [R.ASSISTANT, R.ASSISTANT_END]),
     ("gemma", "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nYes<end_of_turn>\n",
-     [R.HEADER] * 4 + [R.USER, R.END, R.OUTSIDE] + [R.HEADER] * 3 + [R.ASSISTANT, R.ASSISTANT_END, R.AFTER_ASSISTANT_END]),
-    ("mistral", "<s>[INST]Hi[/INST]Yes</s>", [R.HEADER, R.HEADER, R.USER, R.HEADER, R.ASSISTANT, R.ASSISTANT_END]),
+     [R.HEADER] * 4 + [R.USER, R.END, R.OUTSIDE] + [AH] * 3 + [R.ASSISTANT, R.ASSISTANT_END, R.AFTER_ASSISTANT_END]),
+    ("mistral", "<s>[INST]Hi[/INST]Yes</s>", [R.HEADER, R.HEADER, R.USER, AH, R.ASSISTANT, R.ASSISTANT_END]),
     ("deepseek", "<｜begin▁of▁sentence｜>Be brief<｜User｜>Hi<｜Assistant｜><think>\nhm\n</think>\n\nYes<｜end▁of▁sentence｜>",
      None),
     ("phi4", "<|im_start|>user<|im_sep|>Hi<|im_end|><|im_start|>assistant<|im_sep|>Yes<|im_end|>",
-     [R.HEADER] * 3 + [R.USER, R.END] + [R.HEADER] * 3 + [R.ASSISTANT, R.ASSISTANT_END]),
+     [R.HEADER] * 3 + [R.USER, R.END] + [AH] * 3 + [R.ASSISTANT, R.ASSISTANT_END]),
 ])
 def test_family_rows(family, text, expect):
     vocab, enc = _enc(family)
     cp = CompiledProfile(builtin_profile(family, vocab), vocab.newline_lead)
-    ids = enc(text)
-    lab, _ = _run([ids], cp, 4096)
-    assert not lab.problem.any()
+    roles, probs = _label(cp, enc(text))
+    assert not any(probs)
     if expect is not None:
-        assert [Role(r) for r in lab.role] == expect
+        assert roles == expect
     else:  # deepseek: bare system text after BOS, reasoning block inside the reply
-        roles = [Role(r) for r in lab.role]
         assert roles[0] == R.HEADER and R.SYSTEM in roles and R.REASONING in roles
         assert roles[-1] == R.ASSISTANT_END and roles[-2] == R.ASSISTANT
 
@@ -239,15 +194,14 @@ def test_family_rows(family, text, expect):
 def test_family_structural_problems(family, text, problem):
     vocab, enc = _enc(family)
     cp = CompiledProfile(builtin_profile(family, vocab), vocab.newline_lead)
-    lab, _ = _run([enc(text)], cp, 4096)
-    assert problem in {TurnProblem(p) for p in lab.problem if p}
+    _, probs = _label(cp, enc(text))
+    assert problem in probs
 
 
 def test_llama_boundary_token_is_content(compiled):
     vocab, enc = _enc("llama3")
-    cp = compiled["llama3"][0]
     ids = enc("<|begin_of_text|><|start_header_id|>assistant<|end_header_id|>\n\n\nYes<|eot_id|>")
-    lab, _ = _run([ids], cp, 4096)
+    lab = generic.label(*_flat([ids]), compiled["llama3"][0], 4096)
     j = ids.index(vocab.single_id("\n\n\n"))
     assert lab.boundary[j] and Role(lab.role[j]) == R.ASSISTANT and lab.boundary.sum() == 1
     assert not lab.problem.any()
@@ -259,7 +213,7 @@ def test_supervised_boundary_token_is_allowed_unless_strict(compiled):
 
     vocab, enc = _enc("llama3")
     ids = enc("<|begin_of_text|><|start_header_id|>assistant<|end_header_id|>\n\n\nYes<|eot_id|>")
-    lab, _ = _run([ids], compiled["llama3"][0], 4096)
+    lab = generic.label(*_flat([ids]), compiled["llama3"][0], 4096)
     mask = np.zeros(len(ids), dtype=bool)
     mask[ids.index(vocab.single_id("\n\n\n")):-1] = True  # what a generation-tag masker writes
     assert not disallowed_supervision(mask, lab, MaskPolicy()).any()

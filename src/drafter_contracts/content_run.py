@@ -88,7 +88,6 @@ def warn_excerpts(summary: dict[str, Any], engine: Any, limit: int = 1) -> list[
     Warnings do not fail a test, so nothing else shows the rows; one excerpt each keeps the log short.
     """
     from .explain import LEGEND, excerpt
-    from .spans import chatml
 
     lines: list[str] = []
     for name, c in summary["checks"].items():
@@ -98,8 +97,8 @@ def warn_excerpts(summary: dict[str, Any], engine: Any, limit: int = 1) -> list[
             try:
                 ids, mask, _ = engine.row(int(e["row"]))
                 roles = None
-                if engine.profile is not None and len(ids):
-                    roles = chatml.label_row(ids, engine.profile, engine.contract.max_len).role
+                if engine.oracle is not None and len(ids):
+                    roles = engine.oracle.label_row(ids, engine.contract.max_len).role
                 text = excerpt(ids, mask, roles, int(e["position"]), engine.vocab)
             except Exception as exc:  # an explanation must never break the run's summary
                 text = f"(cannot decode: {exc})"

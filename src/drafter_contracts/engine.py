@@ -24,7 +24,6 @@ from .integrity import CHECK as INTEGRITY_CHECK, Integrity, InvalidBuffers, chec
 from .integrity import shard_buffers_problem, state_changes
 from .report.profile import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult, Violation
-from .spans import chatml
 from .spans.labels import Labels, Role
 from .spans.resolve import SpanOracle, make_oracle
 from .vocab import Vocabulary
@@ -50,8 +49,8 @@ class ShardWork:
     """Lazily computed arrays, view and labels of one shard."""
 
     def __init__(self, dataset: SavedDataset, shard: Shard, contract: Contract,
-                 profile: chatml.ChatMLProfile | None, id_limit: int = 1 << 24) -> None:
-        self.dataset, self.shard, self.contract, self.profile = dataset, shard, contract, profile
+                 oracle: SpanOracle | None, id_limit: int = 1 << 24) -> None:
+        self.dataset, self.shard, self.contract, self.oracle = dataset, shard, contract, oracle
         self.id_limit = id_limit
 
     @cached_property
@@ -74,9 +73,9 @@ class ShardWork:
 
     @cached_property
     def labels(self) -> Labels | None:
-        if self.profile is None:
+        if self.oracle is None:
             return None
-        return chatml.label(self.view.ids, self.view.offsets, self.profile, self.contract.max_len)
+        return self.oracle.label(self.view.ids, self.view.offsets, self.contract.max_len)
 
     @cached_property
     def runs(self) -> content.RoleRuns | None:
@@ -197,12 +196,11 @@ class Engine:
     dataset: SavedDataset
     contract: Contract
     vocab: Vocabulary | None
-    profile: chatml.ChatMLProfile | None = None  # or a generic CompiledProfile: chatml.label takes both
     _results: dict[tuple[int, str], CheckResult] = field(default_factory=dict)
     _stats: dict[int, dict] = field(default_factory=dict)
     _work: ShardWork | None = None
     token_freq_path: Path | None = None  # --token-freq FILE, else token_freq.pt beside the dataset if present
-    oracle: SpanOracle | None = None  # the template profile in use and how it was chosen
+    oracle: SpanOracle | None = None  # the verified template profile, how it was chosen, and the labeller
     split: tuple[int, int] | None = None  # (K, N): check only the K-th of N shard groups (--split K/N)
 
     def __post_init__(self) -> None:
@@ -211,9 +209,8 @@ class Engine:
         self._gates: dict[int, str | None] = {}
         if self.contract.max_len is None:  # not pinned (the generic contract): the longest row is the cap
             self.contract = observed_cap(self.contract, self.row_lengths)
-        if self.vocab is not None and self.profile is None:
-            self.oracle = make_oracle(self.vocab, self.contract.template_profile, self.contract.family)
-            self.profile = self.oracle.labeller_profile
+        if self.vocab is not None and self.oracle is None:
+            self.oracle = make_oracle(self.vocab, self.contract.template_profile)
 
     @cached_property
     def integrity(self) -> Integrity:
@@ -315,7 +312,7 @@ class Engine:
             self._results.clear()
             self._stats.clear()
             self.dataset.release_pages()  # and its file pages from this process's RSS
-            self._work = ShardWork(self.dataset, shard, self.contract, self.profile,
+            self._work = ShardWork(self.dataset, shard, self.contract, self.oracle,
                                    self.vocab.size if self.vocab is not None else 1 << 24)
         return self._work
 
@@ -468,9 +465,9 @@ class Engine:
 
     @cached_property
     def reply_tables(self) -> content.ReplyTables:
-        vocab, profile = self.vocab, self.profile
+        vocab = self.vocab
         blank = vocab.newline_lead.copy()
-        think = profile.think if isinstance(profile, chatml.ChatMLProfile) else getattr(profile.profile, "reasoning", None)
+        think = self.oracle.profile.reasoning
         markers = np.array([i for pair in (think,) if pair for i in pair if i is not None], dtype=np.int64)
         encoded = content.placeholder_ids(vocab, (*self.contract.content.placeholder_replies, " "))
         if len(encoded[" "]) == 1:

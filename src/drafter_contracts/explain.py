@@ -18,7 +18,6 @@ import numpy as np
 from .checks import policy, spans
 from .config import Contract
 from .results import CheckResult, Violation
-from .spans import chatml
 from .spans.labels import ROLE_NAMES, Labels, Role
 from .vocab import Vocabulary
 
@@ -131,10 +130,10 @@ def excerpt(ids: np.ndarray, mask: np.ndarray | None, roles: np.ndarray | None, 
     return render_segments(window(ids, mask, roles, position, vocab, offending))
 
 
-def _labels(ids: np.ndarray, profile: chatml.ChatMLProfile | None, max_len: int) -> Labels | None:
-    if profile is None or len(ids) == 0:
+def _labels(ids: np.ndarray, oracle: Any, max_len: int) -> Labels | None:
+    if oracle is None or len(ids) == 0:
         return None
-    return chatml.label_row(ids, profile, max_len)
+    return oracle.label_row(ids, max_len)
 
 
 def offending_tokens(check: str, ids: np.ndarray, mask: np.ndarray | None, labels: Labels | None,
@@ -183,8 +182,7 @@ def explain_row(check: str, row: int, position: int, reason: str, engine) -> Row
         sizes = f"seq_len {len(ids)}"
     else:
         sizes = f"len(input_ids) {len(ids)}, len(loss_mask) {'n/a' if mask is None else len(mask)}, seq_len {seq_len}"
-    profile = engine.profile
-    labels = _labels(ids, profile, engine.contract.max_len)
+    labels = _labels(ids, engine.oracle, engine.contract.max_len)
     newline_lead = engine.vocab.newline_lead if engine.vocab is not None else None
     off = offending_tokens(check, ids, mask, labels, engine.contract, newline_lead)
     # A row without enough supervision is best shown by its end, where the reply is.

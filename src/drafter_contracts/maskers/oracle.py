@@ -15,9 +15,8 @@ import numpy as np
 from ..checks.spans import disallowed_supervision
 from ..config import MaskPolicy
 from ..explain import LEGEND, excerpt
-from ..spans import chatml
 from ..spans.labels import ASSISTANT_PARTS, ROLE_NAMES, Labels, Role
-from ..spans.resolve import make_oracle
+from ..spans.resolve import SpanOracle, make_oracle
 from ..vocab import Vocabulary
 
 
@@ -32,16 +31,16 @@ def policy_from(values: dict[str, Any] | None, base: MaskPolicy | None = None) -
 class Oracle:
     vocab: Vocabulary
     policy: MaskPolicy
-    profile: object  # a ChatMLProfile (fast path) or a CompiledProfile of any template family
+    spans: SpanOracle  # the tokenizer's verified template profile
 
     @classmethod
     def build(cls, vocab: Vocabulary, policy: MaskPolicy) -> "Oracle":
         """The tokenizer's template family, as a dataset run would choose it (--template-profile auto)."""
-        return cls(vocab, policy, make_oracle(vocab).labeller_profile)
+        return cls(vocab, policy, make_oracle(vocab))
 
     def labels_for(self, ids: list[int] | np.ndarray, max_len: int) -> Labels:
         arr = np.asarray(ids, dtype=np.int64)
-        return chatml.label(arr, np.array([0, len(arr)], dtype=np.int64), self.profile, max_len)
+        return self.spans.label_row(arr, max_len)
 
     def unsound_tokens(self, mask: list[bool] | np.ndarray, labels: Labels, turns: str = "all") -> np.ndarray:
         """Bool per token: supervised where the policy forbids it (``turns="last"``: any earlier assistant turn too)."""

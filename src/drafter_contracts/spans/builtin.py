@@ -1,9 +1,26 @@
 """Built-in template profiles, written down per family and resolved against a tokenizer.
 
-They override derivation (``--template-profile NAME``) and catch what derivation
-cannot learn (a tokenizer without a chat template). Each family is described with
-token *text*; :class:`Resolver` turns it into ids of the given vocabulary and says
-which special token is missing when the tokenizer is not of that family.
+Each family is described with token *text*; :class:`Resolver` turns it into ids of
+the given vocabulary and says which special token is missing when the tokenizer is
+not of that family. A built-in is never used on trust: ``resolve`` uses it only when
+it labels the tokenizer's own template renderings exactly (``spans/verify.py``), so a
+family's entry may describe a superset of what one template revision renders.
+
+Families and the templates they were written from (TRL 1.16.0's ``chat_templates``
+folder holds the vendors' files, see docs/templates.md):
+
+- ``chatml``: Qwen 2.5 / 3 / 3.5 / 3.6 / VL, Nemotron 3 (``<|im_start|>ROLE\\n … <|im_end|>\\n``);
+- ``lfm2``: LFM2 / LFM2.5 (ChatML with ``<|startoftext|>`` and its own tool markers);
+- ``llama3``: Llama 3 / 3.1 / 3.2 (``<|start_header_id|>ROLE<|end_header_id|>\\n\\n … <|eot_id|>``);
+- ``gemma``: Gemma 1 / 2 / 3 (``<start_of_turn>user|model\\n … <end_of_turn>\\n``);
+- ``gemma4``: Gemma 4 and DiffusionGemma (``<|turn>ROLE\\n … <turn|>\\n``; reasoning, tool calls and tool
+  responses as blocks inside the model turn);
+- ``harmony``: gpt-oss (``<|start|>ROLE<|channel|>CHANNEL<|message|> … <|end|>|<|return|>|<|call|>``);
+- ``atem``: Muse Glimmer (``<|start|>assistant to=RECIPIENT<|message|> … <|eot|>|<|eom|>``);
+- ``glm``: GLM-4.5 / 4.6 (``[gMASK]<sop><|user|>\\n …``; an assistant turn ends at the next header);
+- ``phi3``: Phi-3 / 3.5 (``<|user|>\\n … <|end|>\\n``); ``phi4`` (``<|im_start|>ROLE<|im_sep|> … <|im_end|>``);
+- ``cohere``: Command R / Aya / Command A (``<|START_OF_TURN_TOKEN|><|USER_TOKEN|> … <|END_OF_TURN_TOKEN|>``);
+- ``mistral`` (v3 / tekken, ``[INST] … [/INST] … </s>``) and ``deepseek`` (V3 / R1, ``<｜User｜> … <｜Assistant｜> …``).
 """
 
 from __future__ import annotations
@@ -12,7 +29,7 @@ from typing import Callable
 
 from ..vocab import Vocabulary
 from .labels import Role
-from .profile import Header, Pair, TemplateProfile
+from .profile import Header, SubSpan, TemplateProfile
 
 
 class MissingToken(LookupError):
@@ -27,9 +44,15 @@ class Resolver:
 
     def special(self, text: str) -> int:
         found = self.vocab.id_of(text)
-        if found is None:
+        if found is None or found not in self.vocab.added_ids:
             raise MissingToken(text)
         return found
+
+    def optional(self, text: str) -> int | None:
+        try:
+            return self.special(text)
+        except MissingToken:
+            return None
 
     def seq(self, text: str) -> tuple[int, ...]:
         return self.vocab.encode_cached(text)
@@ -40,51 +63,162 @@ class Resolver:
             raise MissingToken(f"{text!r} as one token")
         return ids[0]
 
-    def optional_pair(self, a: str, b: str | None) -> Pair | None:
-        try:
-            return self.special(a), (self.special(b) if b is not None else None)
-        except MissingToken:
-            return None
+    def sub(self, a: str, b: str | None, role: Role, within: tuple[Role, ...] = (Role.ASSISTANT,)) -> list[SubSpan]:
+        """A sub-span when the tokenizer has both markers as special tokens, else nothing."""
+        open_, close = self.optional(a), (self.optional(b) if b is not None else None)
+        if open_ is None or (b is not None and close is None):
+            return []
+        return [SubSpan(open_, close, role, within)]
 
     def newline_runs(self, longest: int) -> tuple[int, ...]:
         return tuple(i for i in (self.vocab.single_id("\n" * k) for k in range(1, longest + 1)) if i is not None)
 
 
+def _roles(start: tuple[int, ...], r: Resolver, words: dict[str, Role], tail: int | None, ends: tuple[int, ...],
+           sep: tuple[int, ...] = ()) -> list[Header]:
+    return [Header(role, (*start, *r.seq(word), *sep), tail, ends) for word, role in words.items()]
+
+
+_CHATML_ROLES = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT,
+                 "tool": Role.TOOL}
+
+
 def chatml(r: Resolver) -> TemplateProfile:
     start, end, nl = r.special("<|im_start|>"), r.special("<|im_end|>"), r.single("\n")
-    roles = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT,
-             "tool": Role.TOOL}
-    headers = tuple(Header(role, (start, *r.seq(word)), nl, (end,)) for word, role in roles.items())
-    return TemplateProfile("chatml", headers, after_end=nl, reasoning=r.optional_pair("<think>", "</think>"),
-                           tool_call=r.optional_pair("<tool_call>", "</tool_call>"), short_tails=r.newline_runs(1))
+    subs = (r.sub("<think>", "</think>", Role.REASONING) + r.sub("<tool_call>", "</tool_call>", Role.TOOL_CALL)
+            + r.sub("<tool_response>", "</tool_response>", Role.TOOL, (Role.USER, Role.TOOL)))
+    return TemplateProfile("chatml", tuple(_roles((start,), r, _CHATML_ROLES, nl, (end,))), after_end=(nl,),
+                           subs=tuple(subs), short_tails=r.newline_runs(1))
+
+
+def lfm2(r: Resolver) -> TemplateProfile:
+    start, end, nl = r.special("<|im_start|>"), r.special("<|im_end|>"), r.single("\n")
+    subs = (r.sub("<think>", "</think>", Role.REASONING)
+            + r.sub("<|tool_call_start|>", "<|tool_call_end|>", Role.TOOL_CALL)
+            + r.sub("<|tool_response_start|>", "<|tool_response_end|>", Role.TOOL, (Role.USER, Role.TOOL)))
+    return TemplateProfile("lfm2", tuple(_roles((start,), r, _CHATML_ROLES, nl, (end,))), after_end=(nl,),
+                           bos=(r.special("<|startoftext|>"),), subs=tuple(subs), short_tails=r.newline_runs(1))
 
 
 def phi4(r: Resolver) -> TemplateProfile:
     start, sep, end = r.special("<|im_start|>"), r.special("<|im_sep|>"), r.special("<|im_end|>")
-    roles = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
-    headers = tuple(Header(role, (start, *r.seq(word), sep), None, (end,)) for word, role in roles.items())
-    return TemplateProfile("phi4", headers, reasoning=r.optional_pair("<think>", "</think>"),
-                           tool_call=r.optional_pair("<|tool_call|>", "<|/tool_call|>"))
+    words = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT, "tool": Role.TOOL}
+    subs = r.sub("<think>", "</think>", Role.REASONING) + r.sub("<|tool_call|>", "<|/tool_call|>", Role.TOOL_CALL)
+    return TemplateProfile("phi4", tuple(_roles((start,), r, words, None, (end,), (sep,))), subs=tuple(subs))
+
+
+def phi3(r: Resolver) -> TemplateProfile:
+    end, nl = r.special("<|end|>"), r.single("\n")
+    headers = [Header(role, (r.special(tok),), nl, (end,)) for tok, role in (
+        ("<|system|>", Role.SYSTEM), ("<|user|>", Role.USER), ("<|assistant|>", Role.ASSISTANT))]
+    eos = tuple(i for i in (r.optional("<|endoftext|>"),) if i is not None)
+    return TemplateProfile("phi3", tuple(headers), after_end=(nl,), eos=eos, short_tails=r.newline_runs(1))
 
 
 def llama3(r: Resolver) -> TemplateProfile:
     start, stop = r.special("<|start_header_id|>"), r.special("<|end_header_id|>")
     eot, tail = r.special("<|eot_id|>"), r.single("\n\n")
-    eom = r.vocab.id_of("<|eom_id|>")
-    roles = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT, "ipython": Role.TOOL,
+    eom = r.optional("<|eom_id|>")
+    words = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT, "ipython": Role.TOOL,
              "tool": Role.TOOL}
     headers = tuple(Header(role, (start, *r.seq(word), stop), tail,
                            (eot, eom) if role == Role.ASSISTANT and eom is not None else (eot,))
-                    for word, role in roles.items())
-    return TemplateProfile("llama3", headers, bos=r.special("<|begin_of_text|>"),
-                           tool_call=r.optional_pair("<|python_tag|>", None), short_tails=r.newline_runs(2))
+                    for word, role in words.items())
+    return TemplateProfile("llama3", headers, bos=(r.special("<|begin_of_text|>"),),
+                           subs=tuple(r.sub("<|python_tag|>", None, Role.TOOL_CALL)), short_tails=r.newline_runs(2))
 
 
 def gemma(r: Resolver) -> TemplateProfile:
     start, end, nl = r.special("<start_of_turn>"), r.special("<end_of_turn>"), r.single("\n")
     headers = (Header(Role.USER, (start, *r.seq("user")), nl, (end,)),
-               Header(Role.ASSISTANT, (start, *r.seq("model")), nl, (end,)))
-    return TemplateProfile("gemma", headers, after_end=nl, bos=r.special("<bos>"), short_tails=r.newline_runs(1))
+               Header(Role.ASSISTANT, (start, *r.seq("model")), nl, (end,)),
+               Header(Role.SYSTEM, (start, *r.seq("system")), nl, (end,)))
+    return TemplateProfile("gemma", headers, after_end=(nl,), bos=(r.special("<bos>"),), short_tails=r.newline_runs(1))
+
+
+def gemma4(r: Resolver) -> TemplateProfile:
+    start, end, nl = r.special("<|turn>"), r.special("<turn|>"), r.single("\n")
+    words = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER, "model": Role.ASSISTANT,
+             "tool": Role.TOOL}
+    # Tool output sits inside the model turn: the model writes <|tool_response> to stop after its calls,
+    # the output follows, and the answer goes on right after <tool_response|>.
+    subs = (r.sub("<|channel>", "<channel|>", Role.REASONING) + r.sub("<|tool_call>", "<tool_call|>", Role.TOOL_CALL)
+            + [SubSpan(s.open, s.close, s.role, s.within, stops=True)
+               for s in r.sub("<|tool_response>", "<tool_response|>", Role.TOOL)])
+    # DiffusionGemma writes a new model header after tool responses without closing the model turn.
+    headers = [Header(h.role, h.core, h.tail, h.ends, inside=(Role.ASSISTANT,) if h.role == Role.ASSISTANT else ())
+               for h in _roles((start,), r, words, nl, (end,))]
+    return TemplateProfile("gemma4", tuple(headers), after_end=(nl,),
+                           bos=(r.special("<bos>"),), subs=tuple(subs), short_tails=r.newline_runs(1))
+
+
+def harmony(r: Resolver) -> TemplateProfile:
+    start, msg, channel = r.special("<|start|>"), r.special("<|message|>"), r.special("<|channel|>")
+    end, ret, call = r.special("<|end|>"), r.special("<|return|>"), r.special("<|call|>")
+    asst = (start, *r.seq("assistant"))
+    ends = (end, ret, call)
+    headers = [
+        Header(Role.SYSTEM, (start, *r.seq("system")), None, (end,), msg),
+        Header(Role.SYSTEM, (start, *r.seq("developer")), None, (end,), msg),
+        Header(Role.USER, (start, *r.seq("user")), None, (end,), msg),
+        Header(Role.TOOL, (start, *r.seq("functions")), None, (end,), msg),
+        # the channel decides what the body is; a recipient after the role or the channel makes it a tool call
+        Header(Role.ASSISTANT, (*asst, channel, *r.seq("analysis")), None, ends, msg, Role.REASONING),
+        Header(Role.ASSISTANT, (*asst, channel, *r.seq("final")), None, ends, msg, Role.ASSISTANT),
+        Header(Role.ASSISTANT, (*asst, channel, *r.seq("commentary")), None, ends, msg, Role.ASSISTANT),
+        Header(Role.ASSISTANT, (*asst, channel, *r.seq("commentary to")), None, ends, msg, Role.TOOL_CALL,
+               free=Role.TOOL_CALL),
+        Header(Role.ASSISTANT, (*asst, *r.seq(" to")), None, ends, msg, Role.TOOL_CALL, free=Role.TOOL_CALL),
+    ]
+    bos = r.optional("<|startoftext|>")
+    return TemplateProfile("harmony", tuple(headers), bos=(bos,) if bos is not None else ())
+
+
+def atem(r: Resolver) -> TemplateProfile:
+    start, msg = r.special("<|start|>"), r.special("<|message|>")
+    eot, eom = r.special("<|eot|>"), r.special("<|eom|>")
+    asst = (start, *r.seq("assistant"))
+    headers = [
+        Header(Role.SYSTEM, (start, *r.seq("system")), None, (eot, eom), msg),
+        Header(Role.SYSTEM, (start, *r.seq("developer")), None, (eot, eom), msg),
+        Header(Role.USER, (start, *r.seq("user")), None, (eot, eom), msg),
+        Header(Role.TOOL, (start, *r.seq("tool")), None, (eot, eom), msg),
+        # the recipient decides what the body is: itself (reasoning), the user (the answer), a tool (a call)
+        Header(Role.ASSISTANT, (*asst, *r.seq(" to=self")), None, (eot, eom), msg, Role.REASONING),
+        Header(Role.ASSISTANT, (*asst, *r.seq(" to=user")), None, (eot, eom), msg, Role.ASSISTANT),
+        Header(Role.ASSISTANT, (*asst, *r.seq(" to")), None, (eot, eom), msg, Role.TOOL_CALL, free=Role.TOOL_CALL),
+    ]
+    bos = r.optional("<|begin_of_text|>") or r.optional("<|startoftext|>")
+    return TemplateProfile("atem", tuple(headers), bos=(bos,) if bos is not None else ())
+
+
+def glm(r: Resolver) -> TemplateProfile:
+    nl = r.single("\n")
+    headers = (Header(Role.SYSTEM, (r.special("<|system|>"),), nl),
+               Header(Role.USER, (r.special("<|user|>"),), nl),
+               Header(Role.ASSISTANT, (r.special("<|assistant|>"),), nl),
+               Header(Role.TOOL, (r.special("<|observation|>"),), nl))
+    subs = (r.sub("<think>", "</think>", Role.REASONING) + r.sub("<tool_call>", "</tool_call>", Role.TOOL_CALL)
+            + r.sub("<tool_response>", "</tool_response>", Role.TOOL, (Role.TOOL, Role.USER)))
+    return TemplateProfile("glm", headers, bos=(r.special("[gMASK]"), r.special("<sop>")), subs=tuple(subs),
+                           short_tails=r.newline_runs(1))
+
+
+def cohere(r: Resolver) -> TemplateProfile:
+    sot, eot = r.special("<|START_OF_TURN_TOKEN|>"), r.special("<|END_OF_TURN_TOKEN|>")
+    chatbot = r.special("<|CHATBOT_TOKEN|>")
+    start_resp, end_resp = r.optional("<|START_RESPONSE|>"), r.optional("<|END_RESPONSE|>")
+    headers = [Header(Role.SYSTEM, (sot, r.special("<|SYSTEM_TOKEN|>")), None, (eot,)),
+               Header(Role.USER, (sot, r.special("<|USER_TOKEN|>")), None, (eot,)),
+               Header(Role.ASSISTANT, (sot, chatbot), None, (eot,))]
+    after: tuple[int, ...] = ()
+    if start_resp is not None and end_resp is not None:  # Command A / Aya 2: the reply sits in its own markers
+        headers.append(Header(Role.ASSISTANT, (sot, chatbot, start_resp), None, (end_resp, eot)))
+        after = (eot,)
+    subs = (r.sub("<|START_THINKING|>", "<|END_THINKING|>", Role.REASONING)
+            + r.sub("<|START_ACTION|>", "<|END_ACTION|>", Role.TOOL_CALL)
+            + r.sub("<|START_TOOL_RESULT|>", "<|END_TOOL_RESULT|>", Role.TOOL, (Role.SYSTEM, Role.USER, Role.TOOL)))
+    return TemplateProfile("cohere", tuple(headers), after_end=after, bos=(r.special("<BOS_TOKEN>"),), subs=tuple(subs))
 
 
 def mistral(r: Resolver) -> TemplateProfile:
@@ -94,55 +228,57 @@ def mistral(r: Resolver) -> TemplateProfile:
     for open_, close, role in (("[TOOL_RESULTS]", "[/TOOL_RESULTS]", Role.TOOL),
                                ("[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", Role.SYSTEM),
                                ("[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", Role.SYSTEM)):
-        pair = r.optional_pair(open_, close)
-        if pair is None:
+        a, b = r.optional(open_), r.optional(close)
+        if a is None or b is None:
             continue
         if role == Role.TOOL:  # the assistant answers right after the results, with no [/INST]
-            headers += [Header(role, (pair[0],)), Header(Role.ASSISTANT, (pair[1],), None, (eos,))]
+            headers += [Header(role, (a,)), Header(Role.ASSISTANT, (b,), None, (eos,))]
         else:
-            headers.append(Header(role, (pair[0],), None, (pair[1],)))
-    return TemplateProfile("mistral", tuple(headers), bos=r.special("<s>"),
-                           reasoning=r.optional_pair("[THINK]", "[/THINK]"),
-                           tool_call=r.optional_pair("[TOOL_CALLS]", None))
+            headers.append(Header(role, (a,), None, (b,)))
+    subs = r.sub("[THINK]", "[/THINK]", Role.REASONING) + r.sub("[TOOL_CALLS]", None, Role.TOOL_CALL)
+    return TemplateProfile("mistral", tuple(headers), bos=(r.special("<s>"),), subs=tuple(subs))
 
 
 def deepseek(r: Resolver) -> TemplateProfile:
     eos = r.special("<｜end▁of▁sentence｜>")
     headers = [Header(Role.USER, (r.special("<｜User｜>"),)),
                Header(Role.ASSISTANT, (r.special("<｜Assistant｜>"),), None, (eos,))]
-    outputs = r.optional_pair("<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>")
-    if outputs is not None:  # the answer after tool outputs follows their closing marker directly
-        headers += [Header(Role.TOOL, (outputs[0],)), Header(Role.ASSISTANT, (outputs[1],), None, (eos,))]
-    return TemplateProfile("deepseek", tuple(headers), bos=r.special("<｜begin▁of▁sentence｜>"), bos_role=Role.SYSTEM,
-                           reasoning=r.optional_pair("<think>", "</think>"),
-                           tool_call=r.optional_pair("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"))
+    a, b = r.optional("<｜tool▁outputs▁begin｜>"), r.optional("<｜tool▁outputs▁end｜>")
+    if a is not None and b is not None:  # the answer after tool outputs follows their closing marker directly
+        headers += [Header(Role.TOOL, (a,)), Header(Role.ASSISTANT, (b,), None, (eos,))]
+    subs = (r.sub("<think>", "</think>", Role.REASONING)
+            + r.sub("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", Role.TOOL_CALL))
+    return TemplateProfile("deepseek", tuple(headers), bos=(r.special("<｜begin▁of▁sentence｜>"),),
+                           bos_role=Role.SYSTEM, subs=tuple(subs))
 
 
-#: name -> (builder, the special token that identifies the family when sniffing a tokenizer).
-BUILTINS: dict[str, tuple[Callable[[Resolver], TemplateProfile], str]] = {
-    "phi4": (phi4, "<|im_sep|>"),  # before chatml: Phi-4 also has <|im_start|>
-    "chatml": (chatml, "<|im_start|>"),
-    "llama3": (llama3, "<|start_header_id|>"),
-    "gemma": (gemma, "<start_of_turn>"),
-    "mistral": (mistral, "[INST]"),
-    "deepseek": (deepseek, "<｜User｜>"),
+#: name -> builder. Order is the order candidates are tried in (``resolve``); each must still
+#: label the template's own renderings exactly to be used.
+BUILTINS: dict[str, Callable[[Resolver], TemplateProfile]] = {
+    "chatml": chatml, "lfm2": lfm2, "phi4": phi4, "phi3": phi3, "llama3": llama3, "gemma": gemma,
+    "gemma4": gemma4, "harmony": harmony, "atem": atem, "glm": glm, "cohere": cohere, "mistral": mistral,
+    "deepseek": deepseek,
 }
 #: Other names people use for the same families.
 ALIASES = {"qwen": "chatml", "qwen2.5": "chatml", "qwen3": "chatml", "qwen3.5": "chatml", "qwen3.6": "chatml",
-           "llama": "llama3", "llama3.1": "llama3", "llama3.2": "llama3", "llama3.3": "llama3",
-           "gemma2": "gemma", "gemma3": "gemma", "mistral-v3": "mistral", "tekken": "mistral",
-           "deepseek-v3": "deepseek", "deepseek-r1": "deepseek", "phi-4": "phi4"}
+           "nemotron": "chatml", "lfm2.5": "lfm2", "llama": "llama3", "llama3.1": "llama3", "llama3.2": "llama3",
+           "llama3.3": "llama3", "gemma2": "gemma", "gemma3": "gemma", "diffusion-gemma": "gemma4",
+           "gpt-oss": "harmony", "gptoss": "harmony", "muse": "atem", "glm4": "glm", "glm4.5": "glm", "glm4moe": "glm",
+           "phi-3": "phi3", "phi3.5": "phi3", "phi-4": "phi4", "command-r": "cohere", "aya": "cohere",
+           "mistral-v3": "mistral", "tekken": "mistral", "deepseek-v3": "deepseek", "deepseek-r1": "deepseek"}
 
 
 def builtin_profile(name: str, vocab: Vocabulary) -> TemplateProfile:
     """The named family's profile in this vocabulary; MissingToken if the tokenizer is not of that family."""
-    builder, _ = BUILTINS[ALIASES.get(name, name)]
-    return builder(Resolver(vocab))
+    return BUILTINS[ALIASES.get(name, name)](Resolver(vocab))
 
 
-def sniff_family(vocab: Vocabulary) -> str | None:
-    """The first built-in family whose identifying special token this tokenizer has."""
-    for name, (_, marker) in BUILTINS.items():
-        if vocab.id_of(marker) is not None:
-            return name
-    return None
+def available_builtins(vocab: Vocabulary) -> dict[str, TemplateProfile]:
+    """Every built-in family whose special tokens this tokenizer has (candidates, not verdicts)."""
+    out = {}
+    for name in BUILTINS:
+        try:
+            out[name] = builtin_profile(name, vocab)
+        except MissingToken:
+            continue
+    return out

@@ -25,9 +25,9 @@ import numpy as np
 
 from ..vocab import Vocabulary
 from .labels import Role
-from .profile import CompiledProfile, Header, Pair, TemplateProfile
+from .profile import CompiledProfile, Header, Pair, SubSpan, TemplateProfile
 
-DERIVE_VERSION = 1
+DERIVE_VERSION = 2
 
 # Letter-only sentinels: BPE keeps them apart from the newlines and markers around them.
 SYS, U1, A1, U2, A2 = "Qzsysq", "Qzusrone", "Qzastone", "Qzusrtwo", "Qzasttwo"
@@ -233,8 +233,10 @@ def derive_profile(vocab: Vocabulary) -> TemplateProfile:
             headers.append(L.header(Role.TOOL, tool_seq, t_end, "tool turn"))
 
     short = tuple(i for i in (vocab.single_id("\n" * k) for k in (1, 2)) if i is not None)
-    profile = TemplateProfile("derived", tuple(headers), after_end=after_end, bos=bos, bos_role=bos_role,
-                              reasoning=reasoning, tool_call=tool_call,
+    subs = tuple(SubSpan(p[0], p[1], role) for p, role in ((reasoning, Role.REASONING), (tool_call, Role.TOOL_CALL))
+                 if p is not None)
+    profile = TemplateProfile("derived", tuple(headers), after_end=(after_end,) if after_end is not None else (),
+                              bos=(bos,) if bos is not None else (), bos_role=bos_role, subs=subs,
                               short_tails=tuple(i for i in short if any(
                                   h.tail is not None and len(vocab.decode([i])) <= len(vocab.decode([h.tail]))
                                   for h in headers)),
@@ -286,7 +288,7 @@ def _self_check(vocab: Vocabulary, profile: TemplateProfile, probe: Render, conv
 # --------------------------------------------------------------------------- cache
 
 def _cache_path(vocab: Vocabulary) -> Path:
-    from ..fixtures.cache import cache_root
+    from ..paths import cache_root
 
     key = hashlib.sha256(f"{vocab.fingerprint}\0{vocab.chat_template}\0{DERIVE_VERSION}".encode()).hexdigest()[:20]
     return cache_root() / "profiles" / f"derived-{key}.json"

@@ -1,10 +1,26 @@
 """A chat template family reduced to token ids: how turns open, close, and split inside.
 
 Every family the suite knows (built-in or derived from a tokenizer's own
-``chat_template``) ends up as one :class:`TemplateProfile`; the generic labeller
-needs nothing else. Profiles hold ids, not text, so labelling never decodes and
+``chat_template``) ends up as one :class:`TemplateProfile`; the labellers need
+nothing else. Profiles hold ids, not text, so labelling never decodes and
 special-token text typed by a user (which tokenizes as plain characters) can never
 look like a marker.
+
+The model covers what real templates do (see docs/templates.md):
+
+- a turn opens with a header: an exact id sequence (``<|im_start|>user``), optionally
+  followed by any tokens up to a closing id (harmony's ``<|start|>assistant to=functions.f
+  <|channel|>commentary json<|message|>``: ``until``), then an optional newline ``tail``;
+- the header decides the turn's role and the role of its body (harmony's analysis
+  channel is reasoning, a call to a function is a tool call);
+- a turn closes at one of its header's end ids, or, when it has none, at the next header
+  (GLM: ``<|user|>`` and ``<|observation|>`` close an assistant turn, and the model
+  generates them, so they are that turn's end token);
+- inside a body, sub-spans run from an opening id to a closing id: reasoning, tool calls,
+  and tool output, which some templates place inside user turns (Qwen) or inside the
+  assistant's own turn (Gemma 4);
+- a row may start with a fixed begin-of-sequence run (``[gMASK]<sop>``), and end with
+  end-of-sequence ids after its last turn (Phi-3 writes ``<|endoftext|>``).
 """
 
 from __future__ import annotations
@@ -17,32 +33,85 @@ import numpy as np
 
 from .labels import Role
 
-#: Roles a header may open. ``Role.OUTSIDE`` is used for a begin-of-sequence token whose
+#: Roles a header may open. ``Role.OUTSIDE`` is used for a begin-of-sequence run whose
 #: following text belongs to no role (text there is a structural problem).
 HEADER_ROLES = (Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL, Role.OUTSIDE)
+#: Body roles an assistant header may give its turn.
+ASSISTANT_BODIES = (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL)
+
+
+def _role(name: str | None) -> Role | None:
+    return Role[name.upper()] if name else None
 
 
 @dataclass(frozen=True)
 class Header:
-    """One way a turn opens: an exact id sequence, then an optional ``tail`` id (a newline).
+    """One way a turn opens: an exact id sequence, optionally any ids up to ``until``, then a ``tail``.
 
-    The tail is where BPE may merge the header with the content's leading whitespace
-    (``"\\n" + "\\n"`` -> ``"\\n\\n"``): such a token is a boundary token, content of the turn.
-    ``ends`` are the ids that close the turn; empty means the next header closes it
-    (Mistral and DeepSeek user turns).
+    The tail (a newline) is where BPE may merge the header with the content's leading
+    whitespace (``"\\n" + "\\n"`` -> ``"\\n\\n"``): such a token is a boundary token,
+    content of the turn. ``ends`` are the ids that close the turn; empty means the next
+    header closes it (then, for an assistant turn, that header's first token is the
+    turn's end token: the model writes it to stop). ``body`` is the role of the turn's
+    content when it is not ``role`` itself (an assistant header may open reasoning or a
+    tool call).
     """
 
     role: Role
     core: tuple[int, ...]
     tail: int | None = None
     ends: tuple[int, ...] = ()
+    until: int | None = None
+    body: Role | None = None
+    #: Roles of open turns this header may open inside, closing them (DiffusionGemma writes a new
+    #: model header after tool responses without closing the model turn); elsewhere a header inside an
+    #: open turn is special-token text pasted into content.
+    inside: tuple[Role, ...] = ()
+    #: Role of the tokens between the core and ``until`` when they are not header (harmony's
+    #: ``to=functions.get_weather`` is the model naming the function it calls: part of the call).
+    free: Role | None = None
+
+    @property
+    def body_role(self) -> Role:
+        return self.body if self.body is not None else self.role
 
     def to_json(self) -> dict:
-        return {"role": self.role.name.lower(), "core": list(self.core), "tail": self.tail, "ends": list(self.ends)}
+        return {"role": self.role.name.lower(), "core": list(self.core), "tail": self.tail, "ends": list(self.ends),
+                "until": self.until, "body": self.body.name.lower() if self.body is not None else None,
+                "inside": [r.name.lower() for r in self.inside],
+                "free": self.free.name.lower() if self.free is not None else None}
 
     @classmethod
     def from_json(cls, d: dict) -> "Header":
-        return cls(Role[d["role"].upper()], tuple(d["core"]), d["tail"], tuple(d["ends"]))
+        return cls(Role[d["role"].upper()], tuple(d["core"]), d["tail"], tuple(d["ends"]), d.get("until"),
+                   _role(d.get("body")), tuple(Role[r.upper()] for r in d.get("inside", ())), _role(d.get("free")))
+
+
+@dataclass(frozen=True)
+class SubSpan:
+    """A block inside a turn body: ``open`` id through ``close`` id (None: to the end of the turn).
+
+    It opens only inside bodies of the roles in ``within``, and its tokens, markers
+    included, take ``role``.
+    """
+
+    open: int
+    close: int | None
+    role: Role
+    within: tuple[Role, ...] = (Role.ASSISTANT,)
+    #: The opening id, right after the assistant's own output, is the model's stop token: it is
+    #: labelled that turn's end (Gemma 4 writes ``<|tool_response>`` after its tool calls and waits;
+    #: the tool output follows inside the model turn, and the model goes on after the block).
+    stops: bool = False
+
+    def to_json(self) -> dict:
+        return {"open": self.open, "close": self.close, "role": self.role.name.lower(),
+                "within": [r.name.lower() for r in self.within], "stops": self.stops}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SubSpan":
+        return cls(d["open"], d["close"], Role[d["role"].upper()], tuple(Role[r.upper()] for r in d["within"]),
+                   bool(d.get("stops", False)))
 
 
 Pair = tuple[int, int | None]  # opening id, closing id (None: runs to the end of the turn)
@@ -52,54 +121,77 @@ Pair = tuple[int, int | None]  # opening id, closing id (None: runs to the end o
 class TemplateProfile:
     """Token-level description of one chat template family.
 
-    ``bos`` opens every row when the template emits one; ``bos_role`` names the role
-    of bare text after it (DeepSeek puts the system prompt there). ``after_end`` is the
-    token a template writes right after an end marker (ChatML's and Gemma's newline).
-    ``reasoning`` and ``tool_call`` split assistant turns; ``tool_response`` marks tool
-    output that a template places inside user turns (Qwen).
+    ``bos`` is the id run that opens every row when the template emits one;
+    ``bos_role`` names the role of bare text after it (DeepSeek puts the system prompt
+    there). ``after_end`` are ids a template writes right after an end marker
+    (ChatML's and Gemma's newline, Cohere 2's ``<|END_OF_TURN_TOKEN|>`` after
+    ``<|END_RESPONSE|>``); ``eos`` are ids that may close a row after its last turn.
     ``short_tails`` are newline-run ids no longer than a header tail: they can never be
     a tail merged with content.
     """
 
     name: str
     headers: tuple[Header, ...]
-    after_end: int | None = None
-    bos: int | None = None
+    after_end: tuple[int, ...] = ()
+    bos: tuple[int, ...] = ()
     bos_role: Role | None = None
-    reasoning: Pair | None = None
-    tool_call: Pair | None = None
-    tool_response: Pair | None = None
+    subs: tuple[SubSpan, ...] = ()
+    eos: tuple[int, ...] = ()
     short_tails: tuple[int, ...] = ()
     source: str = "builtin"  # "builtin" or "derived"
     notes: tuple[str, ...] = field(default=(), compare=False)
 
+    # ------------------------------------------------------------------ views
+    def _pair(self, role: Role) -> Pair | None:
+        for s in self.subs:
+            if s.role == role and Role.ASSISTANT in s.within:
+                return s.open, s.close
+        return None
+
+    @property
+    def reasoning(self) -> Pair | None:
+        """The reasoning markers of assistant bodies (``<think>``/``</think>``), if any."""
+        return self._pair(Role.REASONING)
+
+    @property
+    def tool_call(self) -> Pair | None:
+        return self._pair(Role.TOOL_CALL)
+
+    def marker_ids(self) -> set[int]:
+        """Every id the profile gives a meaning to."""
+        ids = {i for h in self.headers for i in (*h.core, *h.ends, h.tail, h.until) if i is not None}
+        ids |= {i for s in self.subs for i in (s.open, s.close) if i is not None}
+        return ids | set(self.after_end) | set(self.bos) | set(self.eos)
+
     # ------------------------------------------------------------------ persistence
     def to_json(self) -> str:
         return json.dumps({
-            "name": self.name, "headers": [h.to_json() for h in self.headers], "after_end": self.after_end,
-            "bos": self.bos, "bos_role": self.bos_role.name.lower() if self.bos_role is not None else None,
-            "reasoning": self.reasoning, "tool_call": self.tool_call, "tool_response": self.tool_response,
+            "name": self.name, "headers": [h.to_json() for h in self.headers], "after_end": list(self.after_end),
+            "bos": list(self.bos), "bos_role": self.bos_role.name.lower() if self.bos_role is not None else None,
+            "subs": [s.to_json() for s in self.subs], "eos": list(self.eos),
             "short_tails": list(self.short_tails), "source": self.source, "notes": list(self.notes),
         })
 
     @classmethod
     def from_json(cls, text: str) -> "TemplateProfile":
         d = json.loads(text)
-        pair = lambda p: (p[0], p[1]) if p else None  # noqa: E731
-        return cls(d["name"], tuple(Header.from_json(h) for h in d["headers"]), d["after_end"], d["bos"],
-                   Role[d["bos_role"].upper()] if d["bos_role"] else None, pair(d["reasoning"]),
-                   pair(d["tool_call"]), pair(d["tool_response"]), tuple(d["short_tails"]), d["source"],
-                   tuple(d.get("notes", ())))
+        return cls(d["name"], tuple(Header.from_json(h) for h in d["headers"]), tuple(d["after_end"]), tuple(d["bos"]),
+                   _role(d["bos_role"]), tuple(SubSpan.from_json(s) for s in d["subs"]), tuple(d["eos"]),
+                   tuple(d["short_tails"]), d["source"], tuple(d.get("notes", ())))
 
     # ------------------------------------------------------------------ comparison
     def structure(self) -> dict:
         """What labelling depends on, order-free: two profiles label alike iff these are equal."""
         return {
-            "headers": sorted((int(h.role), h.core, h.tail if h.tail is not None else -1, tuple(sorted(h.ends)))
+            "headers": sorted((int(h.role), h.core, h.tail if h.tail is not None else -1, tuple(sorted(h.ends)),
+                               h.until if h.until is not None else -1, int(h.body_role), tuple(sorted(h.inside)),
+                               int(h.free) if h.free is not None else -1)
                               for h in self.headers),
-            "after_end": self.after_end, "bos": self.bos,
+            "after_end": sorted(self.after_end), "bos": self.bos,
             "bos_role": int(self.bos_role) if self.bos_role is not None else None,
-            "reasoning": self.reasoning, "tool_call": self.tool_call, "tool_response": self.tool_response,
+            "subs": sorted((s.open, s.close if s.close is not None else -1, int(s.role), tuple(sorted(s.within)),
+                            s.stops) for s in self.subs),
+            "eos": sorted(self.eos),
         }
 
     def roles(self) -> set[Role]:
@@ -107,21 +199,22 @@ class TemplateProfile:
 
 
 class CompiledProfile:
-    """Lookup tables over ids for one profile and vocabulary size (built once per process)."""
+    """Lookup tables over ids for one profile and vocabulary size (built once per process).
+
+    Header specs are sorted longest core first, so a longer header wins over its own
+    prefix; the begin-of-sequence run is one more spec (it matches only at a row start).
+    """
 
     def __init__(self, profile: TemplateProfile, newline_lead: np.ndarray) -> None:
         self.profile = profile
         size = len(newline_lead)
-        ids = [i for h in profile.headers for i in (*h.core, *h.ends, *( [h.tail] if h.tail is not None else []))]
-        ids += [i for p in (profile.reasoning, profile.tool_call, profile.tool_response) if p for i in p if i is not None]
-        ids += [i for i in (profile.after_end, profile.bos) if i is not None]
+        ids = profile.marker_ids()
         self.size = max([size, *[i + 1 for i in ids]])
         headers = list(profile.headers)
-        if profile.bos is not None:
-            headers.append(Header(profile.bos_role if profile.bos_role is not None else Role.OUTSIDE, (profile.bos,)))
-        # Longest cores first, so a longer header wins over its own prefix.
+        if profile.bos:
+            headers.append(Header(profile.bos_role if profile.bos_role is not None else Role.OUTSIDE, profile.bos))
         self.headers = sorted(headers, key=lambda h: -len(h.core))
-        self.is_bos_spec = np.array([profile.bos is not None and h.core == (profile.bos,) and not h.ends
+        self.is_bos_spec = np.array([bool(profile.bos) and h.core == profile.bos and not h.ends and h.until is None
                                      for h in self.headers], dtype=bool)
         self.opener = np.zeros(self.size, dtype=bool)
         self.opener[[h.core[0] for h in self.headers]] = True  # lookup table, for profiles with many openers
@@ -132,6 +225,7 @@ class CompiledProfile:
         both = np.flatnonzero(self.opener & self.is_end)
         if len(both):
             raise ValueError(f"profile {profile.name}: ids {both.tolist()} both open and close turns")
+        self.until_ids = tuple(sorted({h.until for h in self.headers if h.until is not None}))
         self.end_code = np.zeros(self.size, dtype=np.uint8)
         for code, e in enumerate(self.end_ids):
             self.end_code[e] = code
@@ -142,18 +236,35 @@ class CompiledProfile:
             for e in h.ends:
                 self.accepts[s + 1, self.end_ids.index(e)] = True
         self.spec_role = np.array([Role.UNKNOWN_ROLE] + [h.role for h in self.headers], dtype=np.uint8)
+        self.spec_body = np.array([Role.UNKNOWN_ROLE] + [h.body_role for h in self.headers], dtype=np.uint8)
         self.spec_len = np.array([1] + [len(h.core) for h in self.headers], dtype=np.int64)
+        # free[spec + 1]: role of the tokens between core and until (0: they are header)
+        self.spec_free = np.array([0] + [h.free if h.free is not None and h.until is not None else 0
+                                         for h in self.headers], dtype=np.uint8)
+        self.has_free = bool(self.spec_free.any())
+        self.spec_until = np.array([-1] + [h.until if h.until is not None else -1 for h in self.headers], dtype=np.int64)
         # A header of an unknown role spans as many tokens as the shortest header its opener starts,
         # and ends with their tail when they share one (ChatML: opener, role word, newline).
         self.unknown_len = np.ones(len(self.opener_ids), dtype=np.int64)
         self.unknown_tail = np.full(len(self.opener_ids), -1, dtype=np.int64)
+        self.unknown_until = np.full(len(self.opener_ids), -1, dtype=np.int64)
         for k, o in enumerate(self.opener_ids):
             same = [h for h in self.headers if h.core[0] == o]
             self.unknown_len[k] = min(len(h.core) for h in same)
             tails = {h.tail for h in same}
             if len(tails) == 1 and None not in tails:
                 self.unknown_tail[k] = tails.pop()
+            untils = {h.until for h in same}
+            if len(untils) == 1 and None not in untils:
+                self.unknown_until[k] = untils.pop()
+        # inside[spec + 1, role]: may this header open while a turn of that role is open (closing it)?
+        self.spec_inside = np.zeros((len(self.headers) + 1, 256), dtype=bool)
+        for s, h in enumerate(self.headers):
+            self.spec_inside[s + 1, list(h.inside)] = True
         self.spec_needs_end = np.array([True] + [bool(h.ends) for h in self.headers], dtype=bool)
+        # An assistant turn without end ids is closed by the next header, whose first token it generates.
+        self.spec_closed_by_next = np.array([False] + [h.role == Role.ASSISTANT and not h.ends for h in self.headers],
+                                            dtype=bool)
         self.spec_tail = np.array([-1] + [h.tail if h.tail is not None else -1 for h in self.headers], dtype=np.int64)
         # Only a newline tail can merge with the content's leading whitespace.
         self.spec_tail_merges = np.array([False] + [h.tail is not None and h.tail < size and bool(newline_lead[h.tail])
@@ -167,6 +278,13 @@ class CompiledProfile:
             if h.tail is not None:
                 lead[h.tail] = False
         self.merges_tail = lead  # whitespace tokens that are a header tail merged with content
+        self.after_end = np.zeros(self.size, dtype=bool)
+        self.after_end[list(profile.after_end)] = True
+        self.is_eos = np.zeros(self.size, dtype=bool)
+        self.is_eos[list(profile.eos)] = True
+        #: by role code: the assistant's own output, which a stop token may follow
+        self.assistant_output = np.zeros(256, dtype=bool)
+        self.assistant_output[[Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL, Role.ASSISTANT_HEADER]] = True
 
     @cached_property
     def max_core(self) -> int:

@@ -1,122 +1,186 @@
-"""``--template-profile NAME|auto`` -> the profile the labeller uses, and the labeller for it.
+"""``--template-profile NAME|auto`` -> the span oracle: a verified profile and the labeller for it.
 
-``auto`` derives from the tokenizer's chat template; when the derived profile is
-covered by a built-in family (same markers, nothing the built-in lacks), the
-built-in is used: it also knows the family's roles a probe cannot show (ChatML's
-``developer``, Llama's ``<|eom_id|>``) and ChatML keeps its leaner dedicated
-labeller. When derivation fails, the contract's declared ``family`` or the
-tokenizer's special tokens pick a built-in; when nothing fits, one usage line
-says what could not be derived.
+``auto`` tries every built-in family whose special tokens the tokenizer has, then the
+profile derived from its chat template, and uses the first that labels the template's
+own renderings exactly (``spans/verify.py``). The presence of a family's markers is
+never enough, and nothing falls back to a guess: when no candidate labels the
+renderings, the run stops with one line naming the closest candidate's first
+disagreement. A named built-in is held to the same check whenever the tokenizer has
+a chat template.
+
+The choice costs a tokenizer load and a few dozen template renderings (seconds), so
+it is cached per tokenizer, template and labelling code under the cache root; xdist
+workers and later runs read the cached profile.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import UsageProblem
+from ..paths import atomic_write_text, cache_root
 from ..vocab import Vocabulary
-from . import chatml, generic
-from .builtin import ALIASES, BUILTINS, MissingToken, builtin_profile, sniff_family
+from .builtin import ALIASES, BUILTINS, MissingToken, available_builtins, builtin_profile
 from .derive import DerivationFailed, cached_derivation
 from .labels import Labels
 from .profile import CompiledProfile, TemplateProfile
 
 AUTO = "auto"
-DISPLAY = {"chatml": "ChatML", "llama3": "Llama 3", "gemma": "Gemma", "mistral": "Mistral", "deepseek": "DeepSeek",
-           "phi4": "Phi-4"}
+RESOLVE_VERSION = 1
 
 
 def profile_names() -> tuple[str, ...]:
     return (AUTO, *BUILTINS, *ALIASES)
 
 
-def covered_by(derived: TemplateProfile, builtin: TemplateProfile) -> bool:
-    """Every marker the derived profile uses means the same in the built-in one."""
-    def match(h):  # the built-in header the derived one starts with (it may read a longer core)
-        for b in builtin.headers:
-            if b.role == h.role and h.core[:len(b.core)] == b.core and (
-                    b.tail == h.tail if len(b.core) == len(h.core) else b.tail is None):
-                return b
-        return None
-
-    for h in derived.headers:
-        b = match(h)
-        if b is None or not set(h.ends) <= set(b.ends):
-            return False
-    same = ("after_end", "bos", "bos_role")
-    if any(getattr(derived, f) != getattr(builtin, f) for f in same):
-        return False
-    return all(getattr(derived, f) in (None, getattr(builtin, f)) for f in ("reasoning", "tool_call", "tool_response"))
-
-
 @dataclass
 class SpanOracle:
-    """The chosen profile and the function that labels a shard with it."""
+    """The chosen profile and the one door to labelling with it (``label``)."""
 
     profile: TemplateProfile
     how: str  # one line for the summary: what was chosen and why
-    label: Callable[[np.ndarray, np.ndarray, int], Labels]
-    labeller_profile: object  # what explain/legacy callers pass to chatml.label
+    compiled: CompiledProfile
+    verification: dict[str, Any] = field(default_factory=dict)
+
+    def label(self, ids: np.ndarray, offsets: np.ndarray, max_len: int) -> Labels:
+        """Role, boundary and problem of every token of a flattened shard (``offsets``: row starts + end)."""
+        from . import labeller
+
+        return labeller.label(ids, offsets, self.compiled, max_len)
+
+    def label_row(self, ids: np.ndarray, max_len: int) -> Labels:
+        """Labels of one row, for an explanation or a report."""
+        return self.label(np.asarray(ids), np.array([0, len(ids)], dtype=np.int64), max_len)
 
     def to_dict(self) -> dict:
         return {"name": self.profile.name, "source": self.profile.source, "how": self.how,
-                "notes": list(self.profile.notes)}
+                "notes": list(self.profile.notes), "verification": self.verification}
 
 
-def _builtin(name: str, vocab: Vocabulary, where: str) -> TemplateProfile:
-    try:
-        return builtin_profile(name, vocab)
-    except MissingToken as exc:
-        raise UsageProblem(f"{where}: --tokenizer {vocab.name} has no {exc.args[0]} token, so it is not a "
-                           f"{ALIASES.get(name, name)} tokenizer; pass the tokenizer that produced the dataset "
-                           "or another --template-profile") from None
+@lru_cache(maxsize=1)
+def _code_hash() -> str:
+    """What a cached choice depends on besides the tokenizer: the labelling and verification code."""
+    here = Path(__file__).parent
+    h = hashlib.sha256(str(RESOLVE_VERSION).encode())
+    for name in ("builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py"):
+        p = here / name
+        h.update(p.read_bytes() if p.is_file() else b"")
+    return h.hexdigest()[:16]
 
 
-def choose_profile(vocab: Vocabulary, name: str = AUTO, family: str | None = None) -> tuple[TemplateProfile, str]:
-    """The profile for ``--template-profile name`` and a line saying how it was chosen."""
+def _cache_path(vocab: Vocabulary, name: str) -> Path:
+    key = hashlib.sha256(f"{vocab.fingerprint}\0{vocab.chat_template}\0{name}\0{_code_hash()}".encode()).hexdigest()[:24]
+    return cache_root() / "profiles" / f"oracle-{key}.json"
+
+
+def _display(name: str) -> str:
+    return ALIASES.get(name, name)
+
+
+def _limits(verdict: Any) -> str:
+    return "".join(f"; limit: {x}" for x in verdict.limits)
+
+
+def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
+    """The choice as a cacheable document: {"profile", "how", "verification"} or {"error"}."""
+    from .verify import ProbesUnavailable, probe_renderings, verify
+
+    choices = ", ".join(BUILTINS)
     if name != AUTO:
-        if ALIASES.get(name, name) not in BUILTINS:
-            raise UsageProblem(f"--template-profile {name}: unknown; use auto or one of {', '.join(BUILTINS)}")
-        return _builtin(name, vocab, f"--template-profile {name}"), f"built-in {ALIASES.get(name, name)} (requested)"
+        family = _display(name)
+        if family not in BUILTINS:
+            return {"error": f"--template-profile {name}: unknown; use auto or one of {choices}"}
+        try:
+            profile = builtin_profile(family, vocab)
+        except MissingToken as exc:
+            return {"error": f"--template-profile {name}: --tokenizer {vocab.name} has no {exc.args[0]} token, so it is "
+                             f"not a {family} tokenizer; pass the tokenizer that produced the dataset or another "
+                             "--template-profile"}
+        if not vocab.chat_template:
+            return {"profile": profile.to_json(), "how": f"built-in {family} (requested; the tokenizer has no chat "
+                    "template to verify it against)", "verification": {}}
+        try:
+            probes = probe_renderings(vocab)
+        except ProbesUnavailable as exc:
+            return {"profile": profile.to_json(), "how": f"built-in {family} (requested; not verified: {exc})",
+                    "verification": {}}
+        verdict = verify(profile, probes, vocab)
+        if not verdict.ok:
+            return {"error": f"--template-profile {name}: the {family} profile mislabels this tokenizer's chat template "
+                             f"({verdict.first}); pass the tokenizer that produced the dataset, or --template-profile "
+                             "auto"}
+        return {"profile": profile.to_json(), "how": f"built-in {family} (requested; labels {verdict.renderings} "
+                f"template renderings exactly)" + _limits(verdict), "verification": verdict.to_dict() | {"skipped": probes.skipped}}
+
+    where = f"--tokenizer {vocab.name}"
+    if not vocab.chat_template:
+        return {"error": f"{where}: has no chat template, so where its turns start cannot be learnt; pass the tokenizer "
+                         f"that produced the dataset (with its chat template), or --template-profile with one of {choices}"}
+    try:
+        probes = probe_renderings(vocab)
+    except ProbesUnavailable as exc:
+        return {"error": f"{where}: its chat template cannot be verified ({exc}); pass --template-profile with one of "
+                         f"{choices} to force a family"}
+    tried: list[tuple[str, Any]] = []
+    for family, profile in available_builtins(vocab).items():
+        verdict = verify(profile, probes, vocab)
+        if verdict.ok:
+            return {"profile": profile.to_json(), "how": f"built-in {family} (labels {verdict.renderings} template "
+                    "renderings exactly)" + _limits(verdict), "verification": verdict.to_dict() | {"skipped": probes.skipped}}
+        tried.append((f"built-in {family}", verdict))
     try:
         derived = cached_derivation(vocab)
     except DerivationFailed as exc:
-        reason = str(exc)
-        fallback = family if family in BUILTINS or family in ALIASES else None
-        declared_missing = None
-        for candidate in (fallback, sniff_family(vocab)):
-            if candidate is None:
-                continue
-            try:
-                return builtin_profile(candidate, vocab), f"built-in {ALIASES.get(candidate, candidate)} (derivation failed: {reason})"
-            except MissingToken as missing:
-                if candidate == fallback:
-                    declared_missing = missing.args[0]
-        declared = ""
-        if declared_missing is not None:
-            shown = DISPLAY.get(fallback, fallback)
-            declared = f", it cannot be the {shown} tokenizer the contract's family declares (no {declared_missing} token)"
-        raise UsageProblem(f"--tokenizer {vocab.name}: cannot derive a template profile from its chat template ({reason})"
-                           f"{declared}, and no built-in family matches its special tokens; pass the tokenizer that "
-                           f"produced the dataset, or --template-profile with one of {', '.join(BUILTINS)}") from None
-    family_name = sniff_family(vocab)
-    if family_name is not None:
+        derived_note = f"derivation failed: {exc}"
+    else:
+        verdict = verify(derived, probes, vocab)
+        if verdict.ok:
+            return {"profile": derived.to_json(), "how": f"derived from the chat template (labels {verdict.renderings} "
+                    "template renderings exactly)" + _limits(verdict), "verification": verdict.to_dict() | {"skipped": probes.skipped}}
+        tried.append(("the derived profile", verdict))
+        derived_note = ""
+    closest = min(tried, key=lambda t: t[1].mismatches) if tried else None
+    parts = []
+    if closest is not None:
+        parts.append(f"closest: {closest[0]}, {closest[1].mismatches} mislabelled tokens, first at {closest[1].first}")
+    if derived_note:
+        parts.append(derived_note)
+    return {"error": f"{where}: no template profile labels its chat template's renderings exactly ("
+                     + "; ".join(parts or ["no built-in family has its special tokens"])
+                     + f"); pass the tokenizer that produced the dataset, or --template-profile with one of {choices} "
+                       "if you know the family"}
+
+
+def choose_profile(vocab: Vocabulary, name: str = AUTO) -> tuple[TemplateProfile, str, dict[str, Any]]:
+    """The verified profile for ``--template-profile name``, a line saying how it was chosen, and the verification."""
+    path = _cache_path(vocab, name)
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        doc = None
+    if doc is None:
+        doc = _choose_uncached(vocab, name)
         try:
-            builtin = builtin_profile(family_name, vocab)
-        except MissingToken:
-            builtin = None
-        if builtin is not None and covered_by(derived, builtin):
-            return builtin, f"built-in {family_name} (covers the profile derived from the chat template)"
-    return derived, "derived from the chat template"
+            atomic_write_text(path, json.dumps(doc))
+        except OSError:
+            pass  # an unwritable cache costs time, not correctness
+    if "error" in doc:
+        raise UsageProblem(doc["error"])
+    return TemplateProfile.from_json(doc["profile"]), doc["how"], doc.get("verification", {})
 
 
-def make_oracle(vocab: Vocabulary, name: str = AUTO, family: str | None = None) -> SpanOracle:
-    profile, how = choose_profile(vocab, name, family)
-    if profile.name == "chatml" and profile.source == "builtin":
-        fast = chatml.ChatMLProfile.from_vocabulary(vocab)
-        return SpanOracle(profile, how, lambda ids, off, max_len: chatml.label(ids, off, fast, max_len), fast)
-    compiled = CompiledProfile(profile, vocab.newline_lead)
-    return SpanOracle(profile, how, lambda ids, off, max_len: generic.label(ids, off, compiled, max_len), compiled)
+def make_oracle(vocab: Vocabulary, name: str = AUTO) -> SpanOracle:
+    profile, how, verification = choose_profile(vocab, name)
+    return SpanOracle(profile, how, CompiledProfile(profile, vocab.newline_lead), verification)
+
+
+def oracle_for_profile(profile: TemplateProfile, vocab: Vocabulary, how: str = "given") -> SpanOracle:
+    """An oracle for a profile the caller already holds (tests, explanations of a fixed family)."""
+    return SpanOracle(profile, how, CompiledProfile(profile, vocab.newline_lead))

@@ -1,0 +1,173 @@
+"""The compiled labeller (``_labeller.c``): a CompiledProfile as C tables, and the call.
+
+The C loop reads the rules of ``spans.generic.label`` token by token; its tables are
+built here once per profile and kept alive with it. The wrapper checks what C must
+not be handed (offsets outside the id buffer above all): a row layout it rejects is
+labelled by the numpy reference instead, which validates nothing because it
+indexes safely.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .labels import Labels
+from .profile import CompiledProfile
+
+LABELLER_ABI = 5
+#: kind bits per id, as _labeller.c reads them
+K_OPENER, K_END, K_SUB, K_AFTER, K_EOS, K_MERGES = 1, 2, 4, 8, 16, 32
+
+_P, _I64 = ctypes.c_void_p, ctypes.c_int64
+
+
+class _Profile(ctypes.Structure):
+    """Mirror of ``dc_profile`` in _labeller.c (field order matters)."""
+
+    _fields_ = [("n_ids", _I64), ("lowest_stop", _I64), ("kind", _P), ("opener_index", _P), ("end_code", _P), ("n_end_codes", _I64),
+                ("n_specs", _I64), ("core_start", _P), ("core_len", _P), ("core_ids", _P), ("until", _P), ("tail", _P),
+                ("tail_merges", _P), ("role", _P), ("body", _P), ("needs_end", _P), ("closed_by_next", _P),
+                ("is_bos", _P), ("inside", _P), ("free_role", _P), ("accepts", _P), ("opener_specs_start", _P), ("opener_specs", _P),
+                ("unknown_len", _P), ("unknown_tail", _P), ("unknown_tail_merges", _P), ("unknown_until", _P),
+                ("n_subs", _I64), ("sub_open", _P), ("sub_close", _P), ("sub_role", _P), ("sub_within", _P), ("sub_stops", _P)]
+
+
+class KernelTables:
+    """The C view of one CompiledProfile; holds the numpy arrays the struct points into."""
+
+    MAX_SUBS = 16
+
+    def __init__(self, cp: CompiledProfile) -> None:
+        prof = cp.profile
+        size = cp.size
+        if len(prof.subs) > self.MAX_SUBS:
+            raise ValueError(f"profile {prof.name}: {len(prof.subs)} sub-spans, the compiled labeller takes {self.MAX_SUBS}")
+        kind = np.zeros(size, dtype=np.uint8)
+        kind[cp.opener] |= K_OPENER
+        kind[cp.is_end] |= K_END
+        for s in prof.subs:
+            kind[s.open] |= K_SUB
+            if s.close is not None:
+                kind[s.close] |= K_SUB
+        kind[cp.after_end] |= K_AFTER
+        kind[cp.is_eos] |= K_EOS
+        kind[cp.merges_tail[:size]] |= K_MERGES
+        opener_index = np.full(size, -1, dtype=np.int32)
+        opener_index[list(cp.opener_ids)] = np.arange(len(cp.opener_ids), dtype=np.int32)
+        specs = cp.headers  # matching order; spec index = position + 1
+        core_len = np.array([1] + [len(h.core) for h in specs], dtype=np.int64)
+        core_ids = np.array([0] + [i for h in specs for i in h.core], dtype=np.int64)
+        core_start = np.concatenate(([0], np.cumsum(core_len)[:-1])).astype(np.int64)
+        per_opener: list[list[int]] = [[] for _ in cp.opener_ids]
+        for si, h in enumerate(specs, 1):
+            per_opener[cp.opener_ids.index(h.core[0])].append(si)
+        starts = np.concatenate(([0], np.cumsum([len(x) for x in per_opener]))).astype(np.int64)
+        self.arrays: dict[str, np.ndarray] = {
+            "kind": kind, "opener_index": opener_index, "end_code": np.ascontiguousarray(cp.end_code, dtype=np.uint8),
+            "core_start": core_start, "core_len": core_len, "core_ids": core_ids,
+            "until": np.ascontiguousarray(cp.spec_until, dtype=np.int64),
+            "tail": np.ascontiguousarray(cp.spec_tail, dtype=np.int64),
+            "tail_merges": cp.spec_tail_merges.astype(np.uint8),
+            "role": np.ascontiguousarray(cp.spec_role, dtype=np.uint8),
+            "body": np.ascontiguousarray(cp.spec_body, dtype=np.uint8),
+            "needs_end": cp.spec_needs_end.astype(np.uint8),
+            "closed_by_next": cp.spec_closed_by_next.astype(np.uint8),
+            "is_bos": np.concatenate(([False], cp.is_bos_spec)).astype(np.uint8),
+            "inside": np.ascontiguousarray(cp.spec_inside, dtype=np.uint8),
+            "free_role": np.ascontiguousarray(cp.spec_free, dtype=np.uint8),
+            "accepts": np.ascontiguousarray(cp.accepts, dtype=np.uint8),
+            "opener_specs_start": starts,
+            "opener_specs": np.array([si for x in per_opener for si in x] or [0], dtype=np.int64),
+            "unknown_len": np.ascontiguousarray(cp.unknown_len, dtype=np.int64),
+            "unknown_tail": np.ascontiguousarray(cp.unknown_tail, dtype=np.int64),
+            "unknown_tail_merges": cp.unknown_tail_merges.astype(np.uint8),
+            "unknown_until": np.ascontiguousarray(cp.unknown_until, dtype=np.int64),
+            "sub_open": np.array([s.open for s in prof.subs] or [0], dtype=np.int64),
+            "sub_close": np.array([s.close if s.close is not None else -1 for s in prof.subs] or [0], dtype=np.int64),
+            "sub_role": np.array([s.role for s in prof.subs] or [0], dtype=np.uint8),
+            "sub_within": np.zeros((max(1, len(prof.subs)), 256), dtype=np.uint8),
+            "sub_stops": np.array([s.stops for s in prof.subs] or [False], dtype=np.uint8),
+        }
+        for k, s in enumerate(prof.subs):
+            self.arrays["sub_within"][k, list(s.within)] = 1
+        a = self.arrays
+        stop = np.flatnonzero(kind & (K_OPENER | K_END | K_SUB | K_EOS))
+        self.struct = _Profile(
+            size, int(stop[0]) if len(stop) else size, a["kind"].ctypes.data, a["opener_index"].ctypes.data, a["end_code"].ctypes.data, cp.accepts.shape[1],
+            len(specs), a["core_start"].ctypes.data, a["core_len"].ctypes.data, a["core_ids"].ctypes.data,
+            a["until"].ctypes.data, a["tail"].ctypes.data, a["tail_merges"].ctypes.data, a["role"].ctypes.data,
+            a["body"].ctypes.data, a["needs_end"].ctypes.data, a["closed_by_next"].ctypes.data, a["is_bos"].ctypes.data,
+            a["inside"].ctypes.data, a["free_role"].ctypes.data, a["accepts"].ctypes.data, a["opener_specs_start"].ctypes.data,
+            a["opener_specs"].ctypes.data, a["unknown_len"].ctypes.data, a["unknown_tail"].ctypes.data,
+            a["unknown_tail_merges"].ctypes.data, a["unknown_until"].ctypes.data, len(prof.subs),
+            a["sub_open"].ctypes.data, a["sub_close"].ctypes.data, a["sub_role"].ctypes.data,
+            a["sub_within"].ctypes.data, a["sub_stops"].ctypes.data)
+
+
+@lru_cache(maxsize=1)
+def _functions() -> dict[str, Any] | None:
+    """The two exported labeller variants, or None when the compiled library is unavailable."""
+    from ..kernels import library_path
+
+    path = library_path()
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(str(path))
+        if lib.dc_labeller_abi_version() != LABELLER_ABI:
+            return None
+        out = {}
+        for kind in ("i32", "i64"):
+            fn = getattr(lib, f"dc_label_profile_{kind}")
+            fn.restype = _I64
+            fn.argtypes = (_P, _P, _I64, ctypes.POINTER(_Profile), _I64, _P, _P, _P, _P, _P, _P, _P, _P)
+            out[kind] = fn
+        return out
+    except (OSError, AttributeError):
+        return None
+
+
+def available() -> bool:
+    return _functions() is not None
+
+
+def _tables(cp: CompiledProfile) -> KernelTables:
+    tables = cp.__dict__.get("_kernel_tables")
+    if tables is None:
+        tables = cp.__dict__["_kernel_tables"] = KernelTables(cp)
+    return tables
+
+
+def rows_ok(offsets: np.ndarray, n: int) -> bool:
+    """What C needs of a row layout: offsets non-decreasing, from 0 to exactly ``n``."""
+    return len(offsets) >= 1 and offsets[0] == 0 and offsets[-1] == n and bool((np.diff(offsets) >= 0).all())
+
+
+def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: int) -> Labels:
+    """Labels from the compiled loop; ``ids`` int32 or int64, ``offsets`` int64 (checked: see rows_ok)."""
+    fns = _functions()
+    if fns is None:
+        raise RuntimeError("the compiled labeller is not available")
+    if ids.dtype not in (np.int32, np.int64):
+        raise TypeError(f"ids: expected int32 or int64, got {ids.dtype}")
+    ids = np.ascontiguousarray(ids)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    n = len(ids)
+    if not rows_ok(offsets, n):
+        raise ValueError("offsets must be non-decreasing and inside the id buffer")
+    tables = _tables(cp)
+    role = np.empty(n, np.uint8)
+    boundary = np.empty(n, np.bool_)
+    problem = np.empty(n, np.uint8)
+    starts, run_role, row_first = np.empty(n, np.int64), np.empty(n, np.uint8), np.empty(n, np.bool_)
+    boundary_at, noted = np.empty(n + 1, np.int64), np.zeros(2, np.int64)
+    k = fns["i32" if ids.dtype == np.int32 else "i64"](
+        ids.ctypes.data, offsets.ctypes.data, len(offsets) - 1, ctypes.byref(tables.struct), max_len,
+        role.ctypes.data, boundary.ctypes.data, problem.ctypes.data, starts.ctypes.data, run_role.ctypes.data,
+        row_first.ctypes.data, boundary_at.ctypes.data, noted.ctypes.data)
+    return Labels(role, boundary, problem, starts[:k].copy(), run_role[:k].copy(), row_first[:k].copy(),
+                  boundary_at[:noted[0]].copy(), int(noted[1]))

@@ -1,0 +1,266 @@
+"""Is a template profile right for this tokenizer? Label the template's own renderings and compare.
+
+A profile (built-in or derived) is used only when it labels every probe rendering of
+the tokenizer's chat template exactly as the rendering's ground truth says
+(``spans/truth.py``: which characters are which message's content, found from the
+template's output alone). Marker tokens present in a vocabulary prove nothing: every
+tokenizer built on the Qwen vocabulary has ``<|im_start|>``, whatever its template.
+
+The probes cover what templates do differently: a system prompt, several turns,
+reasoning (under each field name templates read), tool calls with empty and non-empty
+content, one and two tool responses, an answer after tool output, and the
+``enable_thinking`` switch. Each is rendered whole and as per-turn rows (every
+assistant message as the last one, against the generation prompt), which pins where
+the template says the assistant's output starts. Probes a template rejects are
+skipped and named; the basic two-turn probe must render.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..vocab import Vocabulary
+from .labels import Role
+from .profile import CompiledProfile, TemplateProfile
+from .truth import CharClass
+
+VERIFY_VERSION = 1
+ASSISTANT_PARTS_CODES = frozenset(int(r) for r in (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL))
+_FIELD_PARTS = frozenset(int(c) for c in (CharClass.ASSISTANT, CharClass.REASONING, CharClass.TOOL_CALL))
+
+_TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+                       "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "search_docs", "description": "Search the documentation.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
+]
+
+
+def _reasoning(text: str) -> dict[str, str]:
+    """The same reasoning under every field name templates read (each template renders one)."""
+    return {"reasoning_content": text, "thinking": text, "reasoning": text}
+
+
+def _call(i: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
+
+
+#: name -> (messages, tools). Contents are plain prose with the whitespace real data has.
+PROBES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = {
+    "two-turns": ([
+        {"role": "user", "content": "What is the capital of France?"},
+        {"role": "assistant", "content": "The capital of France is Paris."},
+        {"role": "user", "content": "And of Italy?"},
+        {"role": "assistant", "content": "Rome is the capital of Italy."},
+    ], None),
+    "system-reasoning": ([
+        {"role": "system", "content": "You are a concise assistant.\nAnswer in one sentence."},
+        {"role": "user", "content": "Explain recursion briefly."},
+        {"role": "assistant", "content": "Recursion is a function calling itself on a smaller input.",
+         **_reasoning("The user wants a short definition.\nOne sentence is enough.")},
+        {"role": "user", "content": "Give an example."},
+        {"role": "assistant", "content": "Computing a factorial: n! = n * (n-1)!.",
+         **_reasoning("A factorial is the classic example.")},
+    ], None),
+    "tool-call": ([
+        {"role": "system", "content": "You can look up the weather."},
+        {"role": "user", "content": "What is the weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [_call(1, "get_weather", {"city": "Oslo"})]},
+        {"role": "tool", "content": "{\"temperature\": 4, \"sky\": \"cloudy\"}", "name": "get_weather",
+         "tool_call_id": "call_1"},
+        {"role": "assistant", "content": "It is 4 degrees and cloudy in Oslo.",
+         **_reasoning("The tool answered; summarise it.")},
+    ], _TOOLS),
+    "two-tool-calls": ([
+        {"role": "user", "content": "Compare the weather in Rome and Paris, and find the docs on units."},
+        {"role": "assistant", "content": "",
+         "tool_calls": [_call(1, "get_weather", {"city": "Rome", "unit": "celsius"}),
+                        _call(2, "search_docs", {"query": "temperature units"})]},
+        {"role": "tool", "content": "Rome: 18 C, sunny", "name": "get_weather", "tool_call_id": "call_1"},
+        {"role": "tool", "content": "Units: celsius or fahrenheit.", "name": "search_docs", "tool_call_id": "call_2"},
+        {"role": "assistant", "content": "Rome is sunny at 18 C; the docs list celsius and fahrenheit."},
+        {"role": "user", "content": "Thanks!"},
+        {"role": "assistant", "content": "You are welcome."},
+    ], _TOOLS),
+}
+#: Probes a profile may fail and still be used, each with what failing it means for the data. Some
+#: template revisions render a message that has both content and tool calls outside their own turn
+#: structure (Gemma 4 before its fifth revision closes the model turn after that content, so the
+#: next answer has no header): the rows of such conversations are malformed as written, and
+#: turns_well_formed reports them; the profile is still right for every other row.
+OPTIONAL: dict[str, str] = {
+    "tool-call-with-content": "rows with an assistant message holding both content and tool calls",
+}
+PROBES["tool-call-with-content"] = ([
+    {"role": "user", "content": "Is it raining in Bergen?"},
+    {"role": "assistant", "content": "Let me check the weather first.",
+     "tool_calls": [_call(1, "get_weather", {"city": "Bergen"})]},
+    {"role": "tool", "content": "Bergen: rain, 9 C", "name": "get_weather", "tool_call_id": "call_1"},
+    {"role": "assistant", "content": "Yes, it is raining in Bergen."},
+    {"role": "user", "content": "Thanks."},
+    {"role": "assistant", "content": "Any time."},
+], _TOOLS)
+#: Template switches a probe is also rendered under, when the template reads them.
+SWITCHES: tuple[dict[str, Any], ...] = ({}, {"enable_thinking": False})
+
+
+class ProbesUnavailable(Exception):
+    """The template's renderings cannot be used to verify a profile; the message says why."""
+
+
+@dataclass
+class ProbeSet:
+    """The ground-truth renderings of every probe the template accepts."""
+
+    renderings: list[Any]  # truth.TruthRender
+    names: list[str]  # "probe[/per-turn k][ switch]" for each rendering
+    probes: list[str] = field(default_factory=list)  # the probe each rendering comes from
+    skipped: list[str] = field(default_factory=list)  # probes the template rejected, with why
+    #: per-turn renderings whose earlier messages render differently with the generation prompt
+    not_prefix_preserving: list[str] = field(default_factory=list)
+
+
+def _prefix_preserving(render: Any) -> bool:
+    """The per-turn range starts after every field of the messages before the last one."""
+    last = len(render.roles) - 1
+    ends = [f.end for f in render.fields if f.message < last]
+    return not ends or render.generated[0] >= max(ends)
+
+
+def _string_args(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool-call arguments as JSON strings (some templates concatenate them as text)."""
+    out = copy.deepcopy(messages)
+    for m in out:
+        for c in m.get("tool_calls") or ():
+            c["function"]["arguments"] = json.dumps(c["function"]["arguments"])
+    return out
+
+
+def _reads(template: str, name: str) -> bool:
+    return name in template
+
+
+def probe_renderings(vocab: Vocabulary) -> ProbeSet:
+    """Render every probe (whole and per turn) with ground truth; ProbesUnavailable if none can be."""
+    from . import truth
+
+    if not vocab.chat_template:
+        raise ProbesUnavailable("the tokenizer has no chat_template")
+    tok = vocab.hf_tokenizer
+    out = ProbeSet([], [])
+    for name, (messages, tools) in PROBES.items():
+        for switch in SWITCHES:
+            if switch and not all(_reads(vocab.chat_template, k) for k in switch):
+                continue
+            label = name + "".join(f" {k}={v}" for k, v in switch.items())
+            variants = (messages, _string_args(messages)) if any(m.get("tool_calls") for m in messages) else (messages,)
+            problem = None
+            for msgs in variants:
+                try:
+                    got = [truth.render_truth(tok, msgs, tools, template=vocab.chat_template, **switch)]
+                    names = [label]
+                    for j, m in enumerate(msgs):
+                        if m["role"] == "assistant":
+                            got.append(truth.render_truth(tok, msgs[:j + 1], tools, template=vocab.chat_template,
+                                                          per_turn=True, **switch))
+                            names.append(f"{label} / turn {j}")
+                except truth.TemplateRejected as exc:
+                    problem = f"{label}: the template rejects it ({exc})"
+                    continue
+                except truth.TruthUnavailable as exc:
+                    raise ProbesUnavailable(f"probe {label}: {exc}") from None
+                for r, nm in zip(got, names):
+                    if r.generated is not None and not _prefix_preserving(r):
+                        # The template renders earlier messages differently once another follows (gpt-oss
+                        # drops an analysis block when a final answer comes later): the generation prompt
+                        # does not mark where this turn starts, so the per-turn range says nothing here.
+                        r.generated = None
+                        out.not_prefix_preserving.append(nm)
+                out.renderings += got
+                out.names += names
+                out.probes += [name] * len(got)
+                problem = None
+                break
+            if problem is not None:
+                out.skipped.append(problem)
+    if not out.renderings or "two-turns" not in out.names:
+        reason = out.skipped[0] if out.skipped else "nothing rendered"
+        raise ProbesUnavailable(f"the template cannot render a plain user/assistant conversation ({reason})")
+    return out
+
+
+@dataclass
+class Verdict:
+    """How a profile labels the probe renderings: ``ok`` when every token of every required probe
+    agrees with the truth; ``limits`` name the optional probes it fails, with what that means."""
+
+    ok: bool
+    renderings: int
+    mismatches: int
+    first: str | None = None  # the first disagreement, for the one-line refusal
+    limits: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "renderings": self.renderings, "mismatches": self.mismatches, "first": self.first,
+                "limits": self.limits}
+
+
+def disagreements(cp: CompiledProfile, render: Any) -> list[Any]:
+    """The tokens of one probe rendering whose labels under ``cp`` contradict its truth.
+
+    System text labelled user passes: templates without a system turn fold the system prompt
+    into the first user turn (Gemma), and either way it is context no mask may supervise.
+    """
+    from . import generic, truth
+
+    ids = np.asarray(render.ids, dtype=np.int64)
+    lab = generic.label(ids, np.array([0, len(ids)], dtype=np.int64), cp, 1 << 30)
+    bad = truth.check_labels(render, lab.role, lab.problem, lab.boundary, system_as_user=True,
+                             unmarked_tool_calls=True)
+    return [m for m in bad if not _interchangeable(m, render, int(lab.role[m.token]))]
+
+
+def _interchangeable(m: Any, render: Any, role: int) -> bool:
+    """A rule-a disagreement between labels that no mask policy tells apart.
+
+    Which assistant part a field is named in the messages and which the template renders it
+    as can differ (gpt-oss writes the content of a tool-calling message in the analysis
+    channel): every assistant part is supervisable, so the three are interchangeable. Tool
+    output a template writes into a user turn with no marker around it can only read as
+    user text: both are context no mask may supervise.
+    """
+    if not m.reason.startswith("a:") or render.token_field[m.token] < 0:
+        return False
+    cls = int(render.fields[render.token_field[m.token]].char_class)
+    if cls in _FIELD_PARTS:
+        return role in ASSISTANT_PARTS_CODES
+    return cls == CharClass.TOOL and role == int(Role.USER)
+
+
+def verify(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Verdict:
+    """Label each probe rendering with ``profile`` and compare with its truth."""
+    try:
+        cp = CompiledProfile(profile, vocab.newline_lead)
+    except ValueError as exc:
+        return Verdict(False, 0, 1, str(exc))
+    total, first, limits = 0, None, {}
+    for render, name, probe in zip(probes.renderings, probes.names, probes.probes):
+        bad = disagreements(cp, render)
+        if not bad:
+            continue
+        if probe in OPTIONAL:
+            limits.setdefault(probe, f"{OPTIONAL[probe]} are reported by turns_well_formed: this template does "
+                                     f"not render them inside its turn structure ({name}: {bad[0]})")
+            continue
+        if first is None:
+            first = f"{name}: {bad[0]}"
+        total += len(bad)
+    return Verdict(total == 0, len(probes.renderings), total, first, list(limits.values()))
