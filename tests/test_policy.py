@@ -63,7 +63,7 @@ def test_shipped_convention_contracts():
     assert not regex.end_of_turn and regex.completeness == "all" and regex.turns == "all"
     assert tags.end_of_turn and not tags.newline_after_end and tags.completeness == "all"
     assert per_turn.end_of_turn and per_turn.newline_after_end and per_turn.turns == "last"
-    assert per_turn.completeness == "last" and per_turn.reasoning_opener == "context"
+    assert per_turn.completeness == "last" and per_turn.prompt_context == "last"
     assert load_contract(builtin_contracts()["qwen3.6-dflash"]).mask == regex
 
 
@@ -205,7 +205,7 @@ def test_regex_rows_against_the_per_turn_contract_say_why(datasets, vocab):
     got = failures(datasets["speculators-regex"], contract_of("speculators-per-turn"), vocab)
     reasons = set().union(*(r.by_reason for r in got["test_mask_on_assistant_spans"]))
     assert any("policy: turns = last" in r for r in reasons)
-    assert any("policy: reasoning_opener = context" in r for r in reasons)
+    assert any("a token of the generation prompt supervised" in r for r in reasons)  # <think> of the last turn
 
 
 def test_stripped_reasoning_policy(datasets, vocab):
@@ -283,17 +283,13 @@ def test_historical_qwen3_bug_fails_the_default_contract(clean_dataset, vocab, t
     ("generation-tags", "speculators-per-turn", "test_mask_covers_assistant_spans", "generation-tags"),
 ])
 def test_convention_mismatch_names_the_right_contract(datasets, vocab, convention, contract, check, names):
-    from drafter_contracts.explain import policy_hint
-
     (result,) = failures(datasets[convention], contract_of(contract), vocab)[check]
-    hint = policy_hint(result)
-    assert hint and f"--contract {names}" in hint
+    assert result.hint and f"--contract {names}" in result.hint and "0 rows rejected" in result.hint
 
 
 def test_reasoning_dropped_everywhere_is_called_the_qwen3_bug(datasets, vocab, tmp_path):
     import pyarrow as pa
 
-    from drafter_contracts.explain import policy_hint
     from drafter_contracts.fixtures.generate import save_table
     from drafter_contracts.fixtures.mutants import _read
 
@@ -311,15 +307,13 @@ def test_reasoning_dropped_everywhere_is_called_the_qwen3_bug(datasets, vocab, t
     (result,) = got["test_mask_covers_assistant_spans"]
     assert result.rows_violating > 0.9 * result.rows_checked  # every row whose final turn made it past the cut
     assert set(result.by_reason) == {"reasoning (<think> block) left unsupervised (every assistant turn must be supervised)"}
-    assert "Qwen3 regex bug" in policy_hint(result)
+    assert "Qwen3 regex bug" in result.hint
     # Declaring that reasoning is not trained on makes the same data pass.
     assert failures(tmp_path / "no-think", contract_of("speculators-regex", reasoning_final=False,
                                                        reasoning_earlier=False), vocab) == {}
 
 
 def test_a_few_bad_rows_get_no_convention_hint(datasets, vocab, tmp_path):
-    from drafter_contracts.explain import policy_hint
-
     pm.make_policy_mutant("policy_shift_right", "speculators-regex", datasets["speculators-regex"], tmp_path / "m")
     for results in failures(tmp_path / "m", contract_of("speculators-regex"), vocab).values():
-        assert all(policy_hint(r) is None for r in results)
+        assert all(not r.hint for r in results)

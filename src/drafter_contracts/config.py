@@ -73,10 +73,14 @@ class Tolerance:
 class MaskPolicy:
     """Which tokens of an assistant turn may, and which must, carry ``loss_mask = 1``.
 
-    Producers disagree (see README "Mask policies"): speculators 0.4-0.7 supervises
-    assistant content with reasoning and tool calls but not the end token; generation-tag
-    masks usually add the end token; speculators 0.8+ writes one row per assistant turn and
-    supervises only that turn, end token and newline included. The defaults are the
+    Producers disagree (see docs/conventions.md): speculators 0.4-0.7 supervises assistant
+    content with reasoning and tool calls but not the end token; generation-tag masks
+    supervise what the template's tags enclose; speculators 0.8+ writes one row per
+    assistant turn and supervises that turn from the end of the generation prompt through
+    its end token and newline; SpecForge supervises every assistant turn through its end
+    token and newline. ``convention`` names the producer a contract describes; the built-in
+    conventions (``conventions.py``) fill in the keys and derive what depends on the
+    template (where its tags sit, what its generation prompt holds). The defaults are the
     speculators 0.4-0.7 convention with completeness off, which is what contract files
     written before these keys existed meant.
     """
@@ -87,20 +91,42 @@ class MaskPolicy:
     tool_calls: bool = True  # <tool_call> blocks
     end_of_turn: bool = False
     newline_after_end: bool = False
+    header: bool = False  # header tokens of an assistant turn (a training template may tag them as generated)
     boundary_tokens: str = "allow"  # "allow" | "strict"
     turns: str = "all"  # "all" | "last": only the row's last assistant turn may be supervised
     completeness: str = "off"  # "off" | "all" | "last": allowed tokens of every / the last assistant turn must be supervised
     #: "context" when the generation prompt already holds the reasoning opener (``<think>`` and its
-    #: newline, Qwen3.5/3.6 templates), so a per-turn producer leaves them unsupervised.
+    #: newline), so a per-turn producer leaves them unsupervised. Superseded by ``prompt_context``.
     reasoning_opener: str = "supervised"  # "supervised" | "context"
+    #: "last" / "all": the generation prompt, as the template renders it, is context at the start of
+    #: the row's last / every assistant turn, and every token after it through the turn's end token
+    #: and newline is the model's output. Where prompts differ (``enable_thinking``, after a tool
+    #: message), tokens that one prompt holds and another does not may go either way.
+    prompt_context: str = "off"  # "off" | "last" | "all"
+    #: An empty reasoning block (``<think>\n\n</think>\n\n``, what a non-thinking prompt pre-fills):
+    #: "supervised" like any reasoning, "context" (never supervised), or "optional".
+    empty_reasoning: str = "supervised"
+    #: Keys of the above that may be supervised but are never required (a template's tags enclose
+    #: them in some turns only, e.g. an end-of-sequence token after the last turn).
+    optional: tuple[str, ...] = ()
+    #: The producer convention the keys come from: "custom" (the keys as written), "auto" (inferred
+    #: from the data and the template), or a built-in (docs/conventions.md).
+    convention: str = "custom"
 
-    #: Keys that take one of a few words (every other key is a bool).
+    #: Keys that take one of a few words (every other key is a bool, except ``optional``: a list).
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
         "boundary_tokens": ("allow", "strict"),
         "turns": ("all", "last"),
         "completeness": ("off", "all", "last"),
         "reasoning_opener": ("supervised", "context"),
+        "prompt_context": ("off", "last", "all"),
+        "empty_reasoning": ("supervised", "context", "optional"),
+        "convention": ("custom", "auto", "speculators-regex", "generation-tags", "speculators-per-turn", "specforge",
+                       "specforge-no-think"),
     }
+    #: What ``optional`` may name: the keys that make a role or place supervisable.
+    OPTIONAL_KEYS: ClassVar[tuple[str, ...]] = ("content", "reasoning", "tool_calls", "end_of_turn",
+                                                "newline_after_end", "header")
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -108,6 +134,8 @@ class MaskPolicy:
 
     @classmethod
     def kind(cls, key: str) -> type:
+        if key == "optional":
+            return list
         return bool if key not in cls.CHOICES else str
 
     def validate(self, where: str) -> None:
@@ -115,6 +143,9 @@ class MaskPolicy:
             if getattr(self, key) not in allowed:
                 raise UsageProblem(f"{where}: [mask] {key} must be one of {', '.join(repr(a) for a in allowed)}, "
                                    f"got {getattr(self, key)!r}")
+        bad = [k for k in self.optional if k not in self.OPTIONAL_KEYS]
+        if bad:
+            raise UsageProblem(f"{where}: [mask] optional may list {', '.join(self.OPTIONAL_KEYS)}, got {bad[0]!r}")
 
 
 def parse_mask_overrides(items: list[str] | None) -> dict[str, Any]:
@@ -128,7 +159,9 @@ def parse_mask_overrides(items: list[str] | None) -> dict[str, Any]:
         if key not in MaskPolicy.keys():
             raise UsageProblem(f"--mask-policy {item!r}: unknown key '{key}'{did_you_mean(key, MaskPolicy.keys())}; "
                                f"allowed: {', '.join(MaskPolicy.keys())}")
-        if MaskPolicy.kind(key) is bool:
+        if key == "optional":
+            out[key] = tuple(x.strip() for x in raw.split(",") if x.strip())
+        elif MaskPolicy.kind(key) is bool:
             low = raw.lower()
             if low not in ("true", "false", "1", "0", "yes", "no"):
                 raise UsageProblem(f"--mask-policy {item!r}: {key} must be true or false, got {raw!r}")
@@ -217,6 +250,10 @@ class Contract:
     drift: DriftPolicy = field(default_factory=DriftPolicy)
     #: "contract" (declared in the file or on the command line) or "observed" (not pinned: the longest row).
     max_len_source: str = "contract"
+    #: [mask] keys the contract file or the command line wrote (they win over a convention's presets).
+    mask_keys: tuple[str, ...] = ()
+    #: How the mask policy was resolved (the convention, and what it learnt from the template or the data).
+    mask_how: str = ""
 
     def count_bounds(self) -> tuple[int, int] | None:
         """Inclusive [low, high] row count the dataset must fall in, or None if undeclared."""
@@ -372,6 +409,10 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     flat = _flatten(doc, where)
     mask_kwargs = {k.split(".", 1)[1]: flat.pop(k) for k in list(flat) if k.startswith("mask.")}
     _check_mask_choices(mask_kwargs, where)
+    if "optional" in mask_kwargs:
+        if not all(isinstance(x, str) for x in mask_kwargs["optional"]):
+            raise UsageProblem(f"{where}: [mask] optional must be a list of key names, got {mask_kwargs['optional']!r}")
+        mask_kwargs["optional"] = tuple(mask_kwargs["optional"])
     MaskPolicy(**mask_kwargs).validate(where)
     if "count_tolerance" in flat:
         flat["count_tolerance"] = Tolerance.parse(flat["count_tolerance"], where)
@@ -385,16 +426,22 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     flat["content"] = ContentPolicy(**content_kwargs)
     flat["drift"] = DriftPolicy(**drift_kwargs)
     flat.setdefault("max_len", None)  # not pinned: the engine takes the longest row (see Contract.max_len)
+    flat["mask_keys"] = tuple(sorted(mask_kwargs))
     contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs),
                         baseline=_baseline_policy(flat, where), **flat)
     _check_values(contract, where)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if (given.get("mask") or {}).get("convention") is not None:
+        contract = dataclasses.replace(contract, mask=dataclasses.replace(contract.mask,
+                                                                           convention=given["mask"]["convention"]))
+    contract = _with_preset(contract, frozenset(contract.mask_keys) | frozenset(given.get("mask") or {}))
     mask_given = given.pop("mask", None) or {}
     if mask_given:
         _check_mask_choices(mask_given, "--mask-policy")
         policy = dataclasses.replace(contract.mask, **mask_given)
         policy.validate("--mask-policy")
-        contract = dataclasses.replace(contract, mask=policy)
+        contract = dataclasses.replace(contract, mask=policy,
+                                       mask_keys=tuple(sorted(set(contract.mask_keys) | set(mask_given))))
     if not given:
         return contract
     if isinstance(given.get("count_tolerance"), str):
@@ -410,6 +457,19 @@ def _check_mask_choices(values: Mapping[str, Any], where: str) -> None:
         if key in values and values[key] not in allowed:
             raise UsageProblem(f"{where}: [mask] {key} must be one of {', '.join(repr(a) for a in allowed)}, "
                                f"got {values[key]!r}{did_you_mean(values[key], allowed)}")
+
+
+def _with_preset(contract: Contract, explicit: frozenset[str]) -> Contract:
+    """The named convention's preset keys under the keys the contract or the command line wrote."""
+    from .conventions import DESCRIPTION, PRESETS
+
+    name = contract.mask.convention
+    if name not in PRESETS:
+        return contract
+    fresh = dataclasses.replace(MaskPolicy(), **PRESETS[name])
+    mask = dataclasses.replace(fresh, **{k: getattr(contract.mask, k) for k in explicit if k != "convention"},
+                               convention=name)
+    return dataclasses.replace(contract, mask=mask, mask_how=DESCRIPTION[name])
 
 
 def _baseline_policy(flat: dict[str, Any], where: str) -> BaselinePolicy:

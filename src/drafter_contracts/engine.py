@@ -8,7 +8,7 @@ is bounded by one shard.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -76,6 +76,11 @@ class ShardWork:
         if self.oracle is None:
             return None
         return self.oracle.label(self.view.ids, self.view.offsets, self.contract.max_len)
+
+    @cached_property
+    def mask_facts(self):
+        """What the mask rules read beyond labels (ids, whitespace table, the template's prompts)."""
+        return self.oracle.mask_facts(self.view.ids) if self.oracle is not None else None
 
     @cached_property
     def runs(self) -> content.RoleRuns | None:
@@ -211,6 +216,42 @@ class Engine:
             self.contract = observed_cap(self.contract, self.row_lengths)
         if self.vocab is not None and self.oracle is None:
             self.oracle = make_oracle(self.vocab, self.contract.template_profile)
+        if self.contract.mask.convention in ("auto", "generation-tags"):
+            self._resolve_convention()  # what the template's tags enclose, or what the data fits
+        if self.oracle is not None and self.contract.mask.prompt_context != "off":
+            self._select_prompts()
+
+    def _select_prompts(self) -> None:
+        """Hold per-turn rows to the generation prompt(s) their producer rendered (read off the first rows)."""
+        from . import conventions
+
+        view, labels, facts = self._sample()
+        if labels is None:
+            return
+        chosen = conventions.prompts_in_use(view, labels, facts, self.contract.mask)
+        if chosen is None:
+            return
+        self.oracle = replace(self.oracle, prompts=chosen)
+        shown = " and ".join(repr(self.vocab.decode(list(p))) for p in chosen)
+        self.contract = replace(self.contract, mask_how=(self.contract.mask_how + "; " if self.contract.mask_how else "")
+                                + f"generation prompt in use (read off the first rows): {shown}")
+
+    def _resolve_convention(self) -> None:
+        """Apply the contract's mask convention (learnt from the template, or inferred from the first rows)."""
+        from . import conventions
+
+        decision = conventions.resolve(self.contract, self.oracle, self.vocab, frozenset(self.contract.mask_keys),
+                                       self._sample if self.oracle is not None else None)
+        self.contract = replace(self.contract, mask=decision.policy, mask_how=decision.how)
+
+    def _sample(self, rows: int = 2000):
+        """The first rows' view, labels and mask facts (what ``convention = auto`` infers from)."""
+        if "input_ids" in self.column_problems or not self.dataset.num_rows:
+            return usable_view(self.dataset.read(Shard(0, 0, 0))), None, None
+        a = self.dataset.read(Shard(0, 0, min(rows, self.dataset.num_rows)))
+        view = usable_view(a)
+        labels = self.oracle.label(view.ids, view.offsets, self.contract.max_len)
+        return view, labels, self.oracle.mask_facts(view.ids)
 
     @cached_property
     def integrity(self) -> Integrity:
@@ -361,12 +402,10 @@ class Engine:
             "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
             "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
             "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(
-                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None,
-                self._mask_totals(w)),
+                w.view, a, w.labels, self.contract, w.mask_facts, self._mask_totals(w)),
             # mask policy: completeness (skips with its reason when the contract says completeness = "off")
             "mask_covers_assistant_spans": lambda: spans.check_mask_covers_assistant_spans(
-                w.view, a, w.labels, self.contract, self.vocab.newline_lead if self.vocab is not None else None,
-                self._mask_totals(w)),
+                w.view, a, w.labels, self.contract, w.mask_facts, self._mask_totals(w)),
             "duplicate_rows": lambda: CheckResult("duplicate_rows", a.shard.id, rows_checked=len(w.view.rows),
                                                   report_only=not self.contract.content.strict),
             "placeholder_replies": lambda: content.check_placeholder_replies(w.view, a, w.labels, self.reply_tables,
@@ -376,7 +415,31 @@ class Engine:
             "dflash_anchors": lambda: content.check_dflash_anchors(w.view, a, self.contract,
                                                                    rows.supervised_per_row(w.view)),
         }
-        return runners[check]()
+        result = runners[check]()
+        if check in ("mask_on_assistant_spans", "mask_covers_assistant_spans") and result.rows_checked \
+                and result.rows_violating >= 0.5 * result.rows_checked:
+            result.hint = self._convention_hint(w, result)
+        return result
+
+    def _convention_hint(self, w: ShardWork, result: CheckResult) -> str:
+        """Most rows break a mask rule: which built-in conventions these rows fit, found by running them."""
+        from . import conventions
+
+        fits = conventions.fitting(w.view, w.labels, w.mask_facts, self.contract, self.oracle, self.vocab)
+        ok = [name for name, n in fits if n == 0]
+        if not ok:
+            best, n = fits[0] if fits else ("", 0)
+            top = max(result.by_reason.items(), key=lambda kv: kv[1], default=("", 0))[0]
+            why = ""
+            if top.startswith("reasoning (<think> block) left unsupervised"):
+                why = (" Reasoning is left out of the mask in most rows: the Qwen3 regex bug of speculators "
+                       "(the empty think block baked into the role marker), or, if that is intended, declare "
+                       "--mask-policy reasoning_final=false --mask-policy reasoning_earlier=false.")
+            return (f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule, and no built-in "
+                    f"convention fits them all (closest: --contract {best}, {n:,} rows rejected).{why} "
+                    "See docs/conventions.md." if best else "")
+        return (f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule; they fit "
+                + " and ".join(f"--contract {name}" for name in ok) + " (checked on this shard: 0 rows rejected)")
 
     @staticmethod
     def _mask_totals(w: ShardWork) -> tuple[np.ndarray, np.ndarray] | None:

@@ -137,16 +137,19 @@ def _labels(ids: np.ndarray, oracle: Any, max_len: int) -> Labels | None:
 
 
 def offending_tokens(check: str, ids: np.ndarray, mask: np.ndarray | None, labels: Labels | None,
-                     contract: Contract, newline_lead: np.ndarray | None = None) -> np.ndarray | None:
+                     contract: Contract, newline_lead: np.ndarray | None = None,
+                     facts: "policy.MaskFacts | None" = None) -> np.ndarray | None:
     """Every token of one row that breaks a mask contract (None: the check names one token only)."""
     if labels is None or mask is None or len(mask) != len(ids):
         return None
     offsets = np.array([0, len(ids)], dtype=np.int64)
+    facts = facts if facts is not None else policy.MaskFacts(ids, newline_lead)
     if check == "mask_on_assistant_spans":
-        return spans.disallowed_supervision(mask, labels, contract.mask, offsets, ids, newline_lead)
+        return spans.disallowed_supervision(mask, labels, contract.mask, offsets, facts=facts)
     if check == "mask_covers_assistant_spans":
-        turns = policy.assistant_turns(labels.role, offsets)
-        return policy.required_tokens(ids, offsets, labels, turns, contract.mask, contract.max_len, newline_lead) & ~mask
+        turns = policy.assistant_turns(labels.role, offsets, facts.joins_blocks)
+        return policy.required_tokens(ids, offsets, labels, turns, contract.mask, contract.max_len,
+                                      facts.newline_lead, facts) & ~mask
     return None
 
 
@@ -184,54 +187,13 @@ def explain_row(check: str, row: int, position: int, reason: str, engine) -> Row
         sizes = f"len(input_ids) {len(ids)}, len(loss_mask) {'n/a' if mask is None else len(mask)}, seq_len {seq_len}"
     labels = _labels(ids, engine.oracle, engine.contract.max_len)
     newline_lead = engine.vocab.newline_lead if engine.vocab is not None else None
-    off = offending_tokens(check, ids, mask, labels, engine.contract, newline_lead)
+    facts = engine.oracle.mask_facts(ids) if engine.oracle is not None else None
+    off = offending_tokens(check, ids, mask, labels, engine.contract, newline_lead, facts)
     # A row without enough supervision is best shown by its end, where the reply is.
     shown_at = -2 if position < 0 and check == "min_supervised" else position
     roles = labels.role if labels is not None else None
     return RowExplanation(check, row, position, reason, sizes,
                           window(ids, mask, roles, shown_at, engine.vocab, off), len(ids))
-
-
-#: (check, fragment of a reason) -> what a widespread failure of that kind usually means.
-_POLICY_HINTS = (
-    ("mask_on_assistant_spans", "end-of-turn token supervised",
-     "the producer supervises the end token (generation tags: --contract generation-tags; "
-     "speculators 0.8+ per-turn rows: --contract speculators-per-turn)"),
-    ("mask_on_assistant_spans", "policy: turns = last",
-     "rows supervise more than their last turn: one row per conversation (--contract speculators-regex "
-     "or generation-tags), not speculators 0.8+ per-turn rows"),
-    ("mask_on_assistant_spans", "policy: reasoning_opener = context",
-     "the <think> opener is supervised: the producer's generation prompt does not hold it "
-     "(--mask-policy reasoning_opener=supervised), or rows are not per-turn"),
-    ("mask_covers_assistant_spans", "end-of-turn token left unsupervised",
-     "the producer leaves the end token out (speculators 0.4-0.7: --contract speculators-regex)"),
-    ("mask_on_assistant_spans", "newline after assistant end supervised",
-     "the newline after the end token is supervised: speculators 0.8+ per-turn rows (--contract speculators-per-turn)"),
-    ("mask_covers_assistant_spans", "newline after assistant end left unsupervised",
-     "the producer stops at the end token (generation tags: --contract generation-tags)"),
-    ("mask_covers_assistant_spans", "assistant turn left entirely unsupervised",
-     "whole turns unsupervised in most rows: one supervised turn per row is speculators 0.8+ "
-     "(--contract speculators-per-turn)"),
-    ("mask_covers_assistant_spans", "reasoning opener (<think>) left unsupervised",
-     "the <think> opener belongs to the generation prompt: speculators 0.8+ per-turn rows with a Qwen3.5/3.6 "
-     "template (--contract speculators-per-turn, or --mask-policy reasoning_opener=context)"),
-    ("mask_covers_assistant_spans", "reasoning (<think> block) left unsupervised",
-     "reasoning is left out of the mask in most rows: the producer drops <think> blocks (the Qwen3 regex bug); "
-     "if that is intended, declare --mask-policy reasoning_final=false --mask-policy reasoning_earlier=false"),
-)
-
-
-def policy_hint(result: CheckResult) -> str | None:
-    """When most rows break a mask rule the same way, the data likely follows another convention: say which."""
-    if result.check not in ("mask_on_assistant_spans", "mask_covers_assistant_spans") or not result.rows_checked:
-        return None
-    if result.rows_violating < 0.5 * result.rows_checked:
-        return None  # a minority of rows: data defects, not a convention mismatch
-    top = max(result.by_reason.items(), key=lambda kv: kv[1], default=("", 0))[0]
-    for check, fragment, hint in _POLICY_HINTS:
-        if check == result.check and fragment in top:
-            return f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows; {hint}. See README 'Mask policies'."
-    return None
 
 
 def format_failure(result: CheckResult, engine) -> str:
@@ -244,9 +206,8 @@ def format_failure(result: CheckResult, engine) -> str:
     shown = ", ".join(str(v.row) for v in result.examples[:10])
     more = " …" if result.rows_violating > 10 else ""
     lines.append(f"  first rows: {shown}{more}")
-    hint = policy_hint(result)
-    if hint:
-        lines.append("  " + hint)
+    if result.hint:
+        lines.append("  " + result.hint)
     for v in result.examples[:MAX_EXCERPTS]:
         e = explain_violation(result, v, engine)
         where = f"token {v.position}" if v.position >= 0 else "whole row"

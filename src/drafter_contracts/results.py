@@ -33,6 +33,7 @@ class CheckResult:
     message: str = ""  # for global checks: the whole story in one line
     skipped: str | None = None  # reason, when the contract could not be evaluated
     report_only: bool = False  # suspicious-content contracts: violations warn, the test passes
+    hint: str = ""  # when most rows break a mask rule: the convention they fit, found by running it
 
     @property
     def ok(self) -> bool:

@@ -21,10 +21,28 @@ from ..config import MaskPolicy
 from ..spans.labels import Labels, Role
 from .view import in_table
 
+
+class MaskFacts:
+    """What the mask rules read beyond the labels: the ids, the newline table, and what the
+    template says (its generation prompts as token runs, whether its assistant blocks join).
+
+    ``prompts`` are every token run the template's generation prompt can be (after a user
+    message or a tool message, with ``enable_thinking`` on or off): ``prompt_context`` reads
+    them. ``joins_blocks``: an assistant header right after an assistant end continues the same
+    message (harmony's analysis block, then its final block) instead of opening a new turn.
+    """
+
+    def __init__(self, ids: np.ndarray, newline_lead: np.ndarray | None = None,
+                 prompts: tuple[tuple[int, ...], ...] = (), joins_blocks: bool = False) -> None:
+        self.ids, self.newline_lead, self.prompts, self.joins_blocks = ids, newline_lead, prompts, joins_blocks
+
 #: Roles that belong to an assistant turn once its header is done.
 TURN_ROLES = (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL, Role.ASSISTANT_END, Role.AFTER_ASSISTANT_END)
 _IS_TURN = np.zeros(256, dtype=bool)
 _IS_TURN[list(TURN_ROLES)] = True
+#: Roles a policy may allow: the turn roles and the assistant header.
+_IS_ASSISTANT = _IS_TURN.copy()
+_IS_ASSISTANT[Role.ASSISTANT_HEADER] = True
 
 
 class AssistantTurns:
@@ -82,7 +100,7 @@ class AssistantTurns:
         return prefix[self.ends + 1].astype(np.int64) - prefix[self.starts]
 
 
-def assistant_turns(role: np.ndarray, offsets: np.ndarray) -> AssistantTurns:
+def assistant_turns(role: np.ndarray, offsets: np.ndarray, joins_blocks: bool = False) -> AssistantTurns:
     """Number the assistant turns of a shard from its role labels.
 
     Turns are runs: their edges are where ``in_turn`` changes between neighbours (one
@@ -113,19 +131,118 @@ def assistant_turns(role: np.ndarray, offsets: np.ndarray) -> AssistantTurns:
     starts = starts.astype(np.int64, copy=False)
     ends = after.astype(np.int64, copy=False) - 1
     row_of_turn = np.searchsorted(offsets, starts, side="right") - 1
+    if joins_blocks and len(starts) > 1:
+        # Blocks of one message: the next block starts after only an assistant header, in the same row.
+        ah = np.concatenate(([0], np.cumsum(role == Role.ASSISTANT_HEADER, dtype=np.int64)))
+        gap = starts[1:] - ends[:-1] - 1
+        join = (row_of_turn[1:] == row_of_turn[:-1]) & (gap > 0) & (ah[starts[1:]] - ah[ends[:-1] + 1] == gap)
+        if join.any():
+            keep_start = np.concatenate(([True], ~join))
+            keep_end = np.concatenate((~join, [True]))
+            starts, ends, row_of_turn = starts[keep_start], ends[keep_end], row_of_turn[keep_start]
+            in_turn = in_turn.copy()
+            spans = np.zeros(len(role) + 1, dtype=np.int64)
+            np.add.at(spans, starts, 1)
+            np.add.at(spans, ends + 1, -1)
+            in_turn |= np.cumsum(spans[:-1]) > 0
     return AssistantTurns(in_turn, starts, ends, row_of_turn)
 
 
-def turns_of(labels: Labels, offsets: np.ndarray) -> AssistantTurns:
+def turns_of(labels: Labels, offsets: np.ndarray, joins_blocks: bool = False) -> AssistantTurns:
     """:func:`assistant_turns` of a shard's labels, computed once and shared by every policy check.
 
     Kept on the Labels object, so it lives exactly as long as the shard's labels.
     """
     cached = labels.__dict__.get("_assistant_turns")
-    if cached is None or cached[0] is not offsets:
-        cached = (offsets, assistant_turns(labels.role, offsets))
+    if cached is None or cached[0] is not offsets or cached[1] != joins_blocks:
+        cached = (offsets, joins_blocks, assistant_turns(labels.role, offsets, joins_blocks))
         labels.__dict__["_assistant_turns"] = cached
-    return cached[1]
+    return cached[2]
+
+
+def _ranges(n: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Bool per token: inside one of the half-open ranges [lo, hi)."""
+    ok = hi > lo
+    delta = np.zeros(n + 1, dtype=np.int32)
+    np.add.at(delta, lo[ok], 1)
+    np.add.at(delta, hi[ok], -1)
+    return np.cumsum(delta[:-1]) > 0
+
+
+def header_starts(role: np.ndarray, offsets: np.ndarray, turns: AssistantTurns) -> np.ndarray:
+    """Per turn, where its assistant header starts (the turn's own start when no header precedes it)."""
+    s = turns.starts
+    if len(s) == 0:
+        return s
+    ah = role == Role.ASSISTANT_HEADER
+    first = ah.copy()
+    first[1:] &= ~ah[:-1]
+    first[offsets[:-1][np.diff(offsets) > 0]] |= ah[offsets[:-1][np.diff(offsets) > 0]]
+    run_starts = np.flatnonzero(first)
+    before = s - 1
+    has = (before >= 0) & (turns.row_of_turn == np.searchsorted(offsets, np.maximum(before, 0), side="right") - 1)
+    has &= ah[np.maximum(before, 0)]
+    k = np.searchsorted(run_starts, before, side="right") - 1
+    return np.where(has & (k >= 0), run_starts[np.maximum(k, 0)], s)
+
+
+def prompt_windows(facts: MaskFacts, offsets: np.ndarray, labels: Labels, turns: AssistantTurns, which: str
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For the selected turns (the last of each row, or all): header start, and where the context the
+    generation prompts hold ends, for the prompt that matches least and the one that matches most.
+
+    A prompt matches the row's tokens from the header start for as long as they agree (the rule a
+    per-turn producer applies: supervision starts where the prompt's ids and the turn's ids part).
+    Returns (turn index, header start, shortest context end, longest context end).
+    """
+    sel = np.flatnonzero(turns.is_last_turn) if which == "last" else np.arange(len(turns.starts))
+    hs = header_starts(labels.role, offsets, turns)[sel]
+    row_end = offsets[turns.row_of_turn[sel] + 1]
+    ids = facts.ids
+    n = len(ids)
+    big = np.iinfo(np.int64).max
+    kmin = np.full(len(sel), big, dtype=np.int64)
+    kmax = np.zeros(len(sel), dtype=np.int64)
+    for prompt in facts.prompts or ((),):
+        alive = np.ones(len(sel), dtype=bool)
+        k = np.zeros(len(sel), dtype=np.int64)
+        for j, tok in enumerate(prompt):
+            q = hs + j
+            alive &= (q < row_end) & (ids[np.minimum(q, max(n - 1, 0))] == tok)
+            k += alive
+        # The shortest context counts only prompts that fit this turn at all: a turn after a user
+        # message opens with the header a tool continuation's empty prompt does not have.
+        kmin = np.where(k > 0, np.minimum(kmin, k), kmin)
+        kmax = np.maximum(kmax, k)
+    kmin = np.where(kmin == big, 0, kmin)
+    return sel, hs, hs + kmin, hs + kmax
+
+
+def empty_reasoning_tokens(facts: MaskFacts, labels: Labels) -> np.ndarray:
+    """Bool per token: an empty reasoning block (its markers and whitespace only) and the whitespace after it."""
+    role, n = labels.role, len(labels.role)
+    lead = facts.newline_lead
+    ids = facts.ids
+    reasoning = role == Role.REASONING
+    if not reasoning.any() or lead is None:
+        return np.zeros(n, dtype=bool)
+    safe = np.clip(ids, 0, len(lead) - 1)
+    blank = lead[safe] & (ids >= 0) & (ids < len(lead))
+    start = reasoning.copy()
+    start[1:] &= ~reasoning[:-1]
+    end = reasoning.copy()
+    end[:-1] &= ~reasoning[1:]
+    s_pos, e_pos = np.flatnonzero(start), np.flatnonzero(end)
+    # a block is empty when only its first and last tokens (the markers) are not whitespace
+    nonblank = np.concatenate(([0], np.cumsum(~blank, dtype=np.int64)))
+    inner = nonblank[e_pos] - nonblank[s_pos + 1]  # non-whitespace strictly inside
+    empty = (e_pos > s_pos) & (inner <= 0)
+    # and the whitespace right after the block, up to the next other token
+    after_end = e_pos[empty] + 1
+    nb = np.flatnonzero(~blank | (role != Role.ASSISTANT))
+    stop = nb[np.minimum(np.searchsorted(nb, after_end), max(len(nb) - 1, 0))] if len(nb) else np.full(len(after_end), n)
+    stop = np.where(np.searchsorted(nb, after_end) < len(nb), stop, n)
+    return _ranges(n, np.concatenate((s_pos[empty], after_end)), np.concatenate((e_pos[empty] + 1, stop)))
 
 
 def _role_table(policy: MaskPolicy) -> np.ndarray:
@@ -135,30 +252,48 @@ def _role_table(policy: MaskPolicy) -> np.ndarray:
     allowed[Role.TOOL_CALL] = policy.tool_calls
     allowed[Role.ASSISTANT_END] = policy.end_of_turn
     allowed[Role.AFTER_ASSISTANT_END] = policy.newline_after_end
+    allowed[Role.ASSISTANT_HEADER] = policy.header
     return allowed
+
+
+#: ``optional`` names -> the role each makes optional
+_OPTIONAL_ROLE = {"content": Role.ASSISTANT, "reasoning": Role.REASONING, "tool_calls": Role.TOOL_CALL,
+                  "end_of_turn": Role.ASSISTANT_END, "newline_after_end": Role.AFTER_ASSISTANT_END,
+                  "header": Role.ASSISTANT_HEADER}
+
+
+def optional_table(policy: MaskPolicy) -> np.ndarray:
+    out = np.zeros(256, dtype=bool)
+    out[[_OPTIONAL_ROLE[k] for k in policy.optional]] = True
+    return out
 
 
 def needs_turns(policy: MaskPolicy) -> bool:
     """Whether the allowed/required tokens depend on which turn a token is in (else role alone decides)."""
-    return policy.reasoning_final != policy.reasoning_earlier or policy.turns == "last" or policy.completeness == "last"
+    return (policy.reasoning_final != policy.reasoning_earlier or policy.turns == "last" or policy.completeness == "last"
+            or policy.prompt_context != "off")
 
 
 def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPolicy,
-                   opener: np.ndarray | None = None) -> np.ndarray:
+                   opener: np.ndarray | None = None, facts: MaskFacts | None = None,
+                   offsets: np.ndarray | None = None) -> np.ndarray:
     """Bool per token: may carry loss under the policy (soundness).
 
     ``opener`` (from :func:`opener_tokens`) marks reasoning openers; with
     ``reasoning_opener = "context"`` they belong to the generation prompt and may not.
     Reasoning whose permission is the same in every turn goes in the role table, so the
     common policies cost one table test per token and never build per-token ``last``.
-    Every role the table allows is a turn role, so allowed tokens are in assistant
-    turns by construction. ``turns`` may be None when not :func:`needs_turns`.
+    Every role the table allows is an assistant role, so allowed tokens are in assistant
+    turns or their headers by construction. ``turns`` may be None when not :func:`needs_turns`.
+    With ``prompt_context``, a selected turn's tokens from where the shortest-matching
+    generation prompt ends through the turn's end are allowed whatever their role, and
+    the prompt's tokens before that are not (``facts`` and ``offsets`` needed).
     """
     table = _role_table(policy)
     split_reasoning = policy.reasoning_final != policy.reasoning_earlier
     if not split_reasoning:
         table[Role.REASONING] = policy.reasoning_final
-    assert not (table & ~_IS_TURN).any()  # roles outside assistant turns are never allowed
+    assert not (table & ~_IS_ASSISTANT).any()  # roles outside assistant turns are never allowed
     allowed = in_table(labels.role, table)
     if split_reasoning:
         in_last = turns.last if policy.reasoning_final else ~turns.last
@@ -167,6 +302,13 @@ def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPol
         allowed &= turns.last
     if policy.reasoning_opener == "context" and opener is not None:
         allowed &= ~opener
+    if policy.prompt_context != "off" and facts is not None and offsets is not None:
+        sel, hs, lo, _ = prompt_windows(facts, offsets, labels, turns, policy.prompt_context)
+        n = len(labels.role)
+        allowed &= ~_ranges(n, hs, lo)
+        allowed |= _ranges(n, lo, turns.ends[sel] + 1)
+    if policy.empty_reasoning == "context" and facts is not None:
+        allowed &= ~empty_reasoning_tokens(facts, labels)
     return allowed
 
 
@@ -219,22 +361,33 @@ def opener_tokens(ids: np.ndarray, labels: Labels, newline_lead: np.ndarray | No
 
 
 def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns: AssistantTurns | None,
-                    policy: MaskPolicy, max_len: int, newline_lead: np.ndarray | None = None) -> np.ndarray:
+                    policy: MaskPolicy, max_len: int, newline_lead: np.ndarray | None = None,
+                    facts: MaskFacts | None = None) -> np.ndarray:
     """Bool per token: must be supervised under the policy's completeness (all False when off).
 
     Eligible tokens are the allowed ones, minus boundary tokens (they belong to the header
-    as much as to the content) and, with ``reasoning_opener = "context"``, the opener a
-    generation prompt already holds. With ``completeness = "last"``, a row cut at max_len
-    whose last token is outside an assistant turn lost its last turn to the cut: its
-    visible turns are context, so nothing in it is required. ``turns`` may be None when
-    not :func:`needs_turns`.
+    as much as to the content), the roles the policy lists as ``optional``, the tokens some
+    generation prompt holds and another does not (``prompt_context``), an empty reasoning
+    block unless it is supervised like any reasoning, and, with ``reasoning_opener =
+    "context"``, the opener a generation prompt already holds. With ``completeness = "last"``,
+    a row cut at max_len whose last token is outside an assistant turn lost its last turn to
+    the cut: its visible turns are context, so nothing in it is required. ``turns`` may be
+    None when not :func:`needs_turns`.
     """
     n = len(ids)
     if policy.completeness == "off" or n == 0:
         return np.zeros(n, dtype=bool)
+    facts = facts if facts is not None else MaskFacts(ids, newline_lead)
     opener = opener_tokens(ids, labels, newline_lead) if policy.reasoning_opener == "context" else None
-    need = allowed_tokens(labels, turns, policy, opener)
+    need = allowed_tokens(labels, turns, policy, opener, facts, offsets)
     np.greater(need, labels.boundary, out=need)  # need & ~boundary, one pass
+    if policy.optional:
+        need &= ~in_table(labels.role, optional_table(policy))
+    if policy.prompt_context != "off":
+        _, _, lo, hi = prompt_windows(facts, offsets, labels, turns, policy.prompt_context)
+        need &= ~_ranges(n, lo, hi)
+    if policy.empty_reasoning == "optional":
+        need &= ~empty_reasoning_tokens(facts, labels)
     if policy.completeness == "last":
         # Turn-level: only the tokens of last turns, and not in rows whose last turn the cut took.
         lengths = np.diff(offsets)
@@ -243,5 +396,10 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
         cut_elsewhere = np.zeros(len(lengths), dtype=bool)
         cut_elsewhere[nonempty] = (lengths[nonempty] >= max_len) & ~turns.in_turn[last_tok]
         keep = turns.is_last_turn & ~cut_elsewhere[turns.row_of_turn]
-        need &= turns._spread(keep, False, bool)
+        if policy.prompt_context != "off":  # the turn's header part after the prompt counts too
+            sel, _, lo, _ = prompt_windows(facts, offsets, labels, turns, policy.prompt_context)
+            keep_tok = turns._spread(keep, False, bool) | _ranges(n, lo[keep[sel]], turns.starts[sel][keep[sel]])
+        else:
+            keep_tok = turns._spread(keep, False, bool)
+        need &= keep_tok
     return need

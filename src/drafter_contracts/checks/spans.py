@@ -28,7 +28,8 @@ def check_turns_well_formed(view: RowView, a: ShardArrays, labels: Labels) -> Ch
 
 def allowed_roles(policy: MaskPolicy) -> np.ndarray:
     """``allowed[role]`` ignoring which turn a token is in (reasoning counts as allowed if any turn's is)."""
-    allowed = np.zeros(len(Role), dtype=bool)
+    allowed = np.zeros(max(len(Role), max(Role) + 1), dtype=bool)
+    allowed[Role.ASSISTANT_HEADER] = policy.header
     allowed[Role.ASSISTANT] = policy.content
     allowed[Role.REASONING] = policy.reasoning_final or policy.reasoning_earlier
     allowed[Role.TOOL_CALL] = policy.tool_calls
@@ -39,18 +40,23 @@ def allowed_roles(policy: MaskPolicy) -> np.ndarray:
 
 def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
                            offsets: np.ndarray | None = None, ids: np.ndarray | None = None,
-                           newline_lead: np.ndarray | None = None) -> np.ndarray:
+                           newline_lead: np.ndarray | None = None,
+                           facts: policy_mod.MaskFacts | None = None) -> np.ndarray:
     """Bool per token: supervised where the policy forbids it (``offsets`` default: one row).
 
-    ``ids`` (and ``newline_lead``) let ``reasoning_opener = "context"`` find the openers.
+    ``facts`` (or ``ids`` and ``newline_lead``) let the rules that read ids find what they need:
+    reasoning openers, generation prompts, empty reasoning blocks.
     """
     if offsets is None:
         offsets = np.array([0, len(mask)], dtype=np.int64)
-    turns = policy_mod.turns_of(labels, offsets) if policy_mod.needs_turns(policy) else None
+    if facts is None and ids is not None:
+        facts = policy_mod.MaskFacts(ids, newline_lead)
+    joins = facts.joins_blocks if facts is not None else False
+    turns = policy_mod.turns_of(labels, offsets, joins) if policy_mod.needs_turns(policy) else None
     opener = None
-    if policy.reasoning_opener == "context" and ids is not None:
-        opener = policy_mod.opener_tokens(ids, labels, newline_lead)
-    allowed = policy_mod.allowed_tokens(labels, turns, policy, opener)
+    if policy.reasoning_opener == "context" and facts is not None:
+        opener = policy_mod.opener_tokens(facts.ids, labels, facts.newline_lead)
+    allowed = policy_mod.allowed_tokens(labels, turns, policy, opener, facts, offsets)
     bad = np.greater(mask, allowed, out=allowed) if mask.dtype == np.bool_ else mask & ~allowed  # mask & ~allowed
     if policy.boundary_tokens == "strict":
         bad |= mask & labels.boundary
@@ -74,7 +80,8 @@ def _run_level_policy(policy: MaskPolicy) -> np.ndarray | None:
     Split reasoning, ``turns``/``completeness = "last"`` (:func:`policy.needs_turns`) and
     context openers depend on where a token sits, not only on its role.
     """
-    if policy_mod.needs_turns(policy) or policy.reasoning_opener == "context":
+    if (policy_mod.needs_turns(policy) or policy.reasoning_opener == "context" or policy.empty_reasoning != "supervised"
+            or policy.optional):
         return None
     table = allowed_roles(policy)
     return np.concatenate((table, np.zeros(256 - len(table), dtype=bool)))
@@ -115,11 +122,13 @@ def clean_by_role_totals(view: RowView, labels: Labels, totals: RoleTotals | Non
 
 # Reason codes beyond the Role values: supervision that is wrong because of the turn it is in.
 _EARLIER_TURN, _REASONING_FINAL, _REASONING_EARLIER, _BOUNDARY, _OPENER = 100, 101, 102, 103, 104
+_PROMPT, _EMPTY_REASONING = 105, 106
 
 
 def _reason_text(policy: MaskPolicy) -> dict[int, str]:
     text = {int(r): f"{ROLE_NAMES[r]} token supervised" for r in Role}
     text[int(Role.HEADER)] = "turn header supervised"
+    text[int(Role.ASSISTANT_HEADER)] = "assistant turn header supervised (policy: header = false)"
     text[int(Role.ASSISTANT)] = "assistant content supervised (policy: content = false)"
     text[int(Role.TOOL_CALL)] = "tool-call block supervised (policy: tool_calls = false)"
     text[int(Role.ASSISTANT_END)] = "assistant end-of-turn token supervised (policy: end_of_turn = false)"
@@ -130,28 +139,43 @@ def _reason_text(policy: MaskPolicy) -> dict[int, str]:
     text[_REASONING_EARLIER] = "reasoning of an earlier assistant turn supervised (policy: reasoning_earlier = false)"
     text[_OPENER] = "reasoning opener supervised, but the generation prompt holds it (policy: reasoning_opener = context)"
     text[_BOUNDARY] = "header/content boundary token supervised (policy: boundary_tokens = strict)"
+    text[_PROMPT] = ("a token of the generation prompt supervised: every prompt the template renders holds it "
+                     f"(policy: prompt_context = {policy.prompt_context})")
+    text[_EMPTY_REASONING] = "empty reasoning block supervised (policy: empty_reasoning = context)"
     return text
 
 
+def _facts(view: RowView, facts: policy_mod.MaskFacts | None) -> policy_mod.MaskFacts:
+    return facts if facts is not None else policy_mod.MaskFacts(view.ids)
+
+
+def _in_windows(at: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Whether each position is inside one of the disjoint, sorted ranges [lo, hi)."""
+    k = np.searchsorted(lo, at, side="right") - 1
+    return (k >= 0) & (at < hi[np.maximum(k, 0)]) if len(lo) else np.zeros(len(at), dtype=bool)
+
+
 def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
-                                  newline_lead: np.ndarray | None = None, totals: RoleTotals | None = None) -> CheckResult:
+                                  facts: policy_mod.MaskFacts | None = None,
+                                  totals: RoleTotals | None = None) -> CheckResult:
     """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them.
 
     ``totals`` (the shard's per-role totals) let a clean shard pass without a per-token pass
     (:func:`clean_by_role_totals`).
     """
     policy = contract.mask
+    facts = _facts(view, facts)
     if clean_by_role_totals(view, labels, totals, policy, need=False):
         hits = np.zeros(0, dtype=np.intp)
     else:
-        hits = _hits(disallowed_supervision(view.mask, labels, policy, view.offsets, view.ids, newline_lead))
+        hits = _hits(disallowed_supervision(view.mask, labels, policy, view.offsets, facts=facts))
     rows, first = first_per_row(hits, view.offsets)
     at = view.offsets[rows] + first
     codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
     if len(rows):
         # Name the rule broken: a role the policy forbids, or an allowed role in the wrong place.
         # Only the failing positions are read: turn facts come from the turn level.
-        turns = policy_mod.turns_of(labels, view.offsets)
+        turns = policy_mod.turns_of(labels, view.offsets, facts.joins_blocks)
         last_at = turns.last_at(at)
         role_ok = policy_mod.allowed_at(labels.role[at], last_at, policy)
         reasoning = codes == Role.REASONING
@@ -159,10 +183,20 @@ def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels,
         earlier = role_ok & ~last_at & (policy.turns == "last")
         opener = np.zeros(len(at), dtype=bool)
         if policy.reasoning_opener == "context":
-            opener = role_ok & ~earlier & policy_mod.opener_at(view.ids, labels.role, newline_lead, at)
+            opener = role_ok & ~earlier & policy_mod.opener_at(view.ids, labels.role, facts.newline_lead, at)
+        prompt = np.zeros(len(at), dtype=bool)
+        if policy.prompt_context != "off":
+            _, hs, lo, _ = policy_mod.prompt_windows(facts, view.offsets, labels, turns, policy.prompt_context)
+            prompt = _in_windows(at, hs, lo)
+            earlier &= ~prompt
+        empty = np.zeros(len(at), dtype=bool)
+        if policy.empty_reasoning == "context":
+            empty = role_ok & policy_mod.empty_reasoning_tokens(facts, labels)[at]
         codes[role_ok] = _BOUNDARY  # what is left of an allowed role in an allowed place: strict boundaries
         codes[opener] = _OPENER
+        codes[empty] = _EMPTY_REASONING
         codes[earlier] = _EARLIER_TURN
+        codes[prompt] = _PROMPT
     return row_result("mask_on_assistant_spans", a.shard.id, len(view.rows), view.rows[rows], first, codes,
                       _reason_text(policy), a.shard.start)
 
@@ -176,11 +210,13 @@ _MISSING_TEXT = {
     int(Role.TOOL_CALL): "tool-call block left unsupervised",
     int(Role.ASSISTANT_END): "assistant end-of-turn token left unsupervised (policy: end_of_turn = true)",
     int(Role.AFTER_ASSISTANT_END): "newline after assistant end left unsupervised (policy: newline_after_end = true)",
+    int(Role.ASSISTANT_HEADER): "assistant header token after the generation prompt left unsupervised",
 }
 
 
 def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
-                                      newline_lead: np.ndarray | None = None, totals: RoleTotals | None = None) -> CheckResult:
+                                      facts: policy_mod.MaskFacts | None = None,
+                                      totals: RoleTotals | None = None) -> CheckResult:
     """Every token the policy makes eligible is supervised (``completeness`` = all | last).
 
     ``totals`` (the shard's per-role totals) let a clean shard pass without a per-token pass
@@ -191,11 +227,13 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
         return CheckResult("mask_covers_assistant_spans", a.shard.id, skipped=(
             "mask completeness not declared: set [mask] completeness = \"all\" or \"last\" in the contract, "
             "or --mask-policy completeness=all"))
+    facts = _facts(view, facts)
     if clean_by_role_totals(view, labels, totals, policy, need=True):
         hits = np.zeros(0, dtype=np.intp)
     else:
-        turns = policy_mod.turns_of(labels, view.offsets) if policy_mod.needs_turns(policy) else None
-        need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len, newline_lead)
+        turns = policy_mod.turns_of(labels, view.offsets, facts.joins_blocks) if policy_mod.needs_turns(policy) else None
+        need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len,
+                                          facts.newline_lead, facts)
         hits = _hits(np.greater(need, view.mask, out=need))  # need & ~mask, in place
     rows, first = first_per_row(hits, view.offsets)
     at = view.offsets[rows] + first
@@ -203,12 +241,13 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
     if len(rows):
         # A turn with no supervision at all is a different story (per-turn rows?) from a part left out of one.
         # Per-turn supervision from the shard's prefix sum; openers read at and after the failing tokens.
-        turns = policy_mod.turns_of(labels, view.offsets)
+        turns = policy_mod.turns_of(labels, view.offsets, facts.joins_blocks)
         sup = turns.supervised(view.supervised_prefix)
         last = len(view.ids) - 1
         nxt = np.minimum(at + 1, last)
-        op_at = policy_mod.opener_at(view.ids, labels.role, newline_lead, at)
-        after = np.minimum(at + 1 + policy_mod.opener_at(view.ids, labels.role, newline_lead, nxt), last)
+        lead = facts.newline_lead
+        op_at = policy_mod.opener_at(view.ids, labels.role, lead, at)
+        after = np.minimum(at + 1 + policy_mod.opener_at(view.ids, labels.role, lead, nxt), last)
         codes[op_at & view.mask[after] & (labels.role[after] == Role.REASONING)] = _OPENER_MISSING
         t = turns.index_at(at)
         codes[(t >= 0) & (sup[np.maximum(t, 0)] == 0) if len(sup) else np.zeros(len(at), bool)] = _WHOLE_TURN

@@ -171,7 +171,7 @@ def harmony(r: Resolver) -> TemplateProfile:
         Header(Role.ASSISTANT, (*asst, *r.seq(" to")), None, ends, msg, Role.TOOL_CALL, free=Role.TOOL_CALL),
     ]
     bos = r.optional("<|startoftext|>")
-    return TemplateProfile("harmony", tuple(headers), bos=(bos,) if bos is not None else ())
+    return TemplateProfile("harmony", tuple(headers), bos=(bos,) if bos is not None else (), joins_blocks=True)
 
 
 def atem(r: Resolver) -> TemplateProfile:
@@ -189,7 +189,7 @@ def atem(r: Resolver) -> TemplateProfile:
         Header(Role.ASSISTANT, (*asst, *r.seq(" to")), None, (eot, eom), msg, Role.TOOL_CALL, free=Role.TOOL_CALL),
     ]
     bos = r.optional("<|begin_of_text|>") or r.optional("<|startoftext|>")
-    return TemplateProfile("atem", tuple(headers), bos=(bos,) if bos is not None else ())
+    return TemplateProfile("atem", tuple(headers), bos=(bos,) if bos is not None else (), joins_blocks=True)
 
 
 def glm(r: Resolver) -> TemplateProfile:

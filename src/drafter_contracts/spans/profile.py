@@ -138,6 +138,9 @@ class TemplateProfile:
     subs: tuple[SubSpan, ...] = ()
     eos: tuple[int, ...] = ()
     short_tails: tuple[int, ...] = ()
+    #: An assistant header right after an assistant end continues the same message (harmony writes a
+    #: message's analysis and final answer as two blocks the model emits in one go).
+    joins_blocks: bool = False
     source: str = "builtin"  # "builtin" or "derived"
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -169,7 +172,8 @@ class TemplateProfile:
             "name": self.name, "headers": [h.to_json() for h in self.headers], "after_end": list(self.after_end),
             "bos": list(self.bos), "bos_role": self.bos_role.name.lower() if self.bos_role is not None else None,
             "subs": [s.to_json() for s in self.subs], "eos": list(self.eos),
-            "short_tails": list(self.short_tails), "source": self.source, "notes": list(self.notes),
+            "short_tails": list(self.short_tails), "joins_blocks": self.joins_blocks, "source": self.source,
+            "notes": list(self.notes),
         })
 
     @classmethod
@@ -177,7 +181,7 @@ class TemplateProfile:
         d = json.loads(text)
         return cls(d["name"], tuple(Header.from_json(h) for h in d["headers"]), tuple(d["after_end"]), tuple(d["bos"]),
                    _role(d["bos_role"]), tuple(SubSpan.from_json(s) for s in d["subs"]), tuple(d["eos"]),
-                   tuple(d["short_tails"]), d["source"], tuple(d.get("notes", ())))
+                   tuple(d["short_tails"]), bool(d.get("joins_blocks", False)), d["source"], tuple(d.get("notes", ())))
 
     # ------------------------------------------------------------------ comparison
     def structure(self) -> dict:

@@ -42,12 +42,24 @@ def profile_names() -> tuple[str, ...]:
 
 @dataclass
 class SpanOracle:
-    """The chosen profile and the one door to labelling with it (``label``)."""
+    """The chosen profile and the one door to labelling with it (``label``).
+
+    ``prompts`` are the token runs the template's generation prompt can be (the mask rules'
+    ``prompt_context`` reads them); ``newline_lead`` is the tokenizer's whitespace table.
+    """
 
     profile: TemplateProfile
     how: str  # one line for the summary: what was chosen and why
     compiled: CompiledProfile
     verification: dict[str, Any] = field(default_factory=dict)
+    prompts: tuple[tuple[int, ...], ...] = ()
+    newline_lead: np.ndarray | None = None
+
+    def mask_facts(self, ids: np.ndarray) -> Any:
+        """What the mask rules read for a shard's ids under this template."""
+        from ..checks.policy import MaskFacts
+
+        return MaskFacts(ids, self.newline_lead, self.prompts, self.profile.joins_blocks)
 
     def label(self, ids: np.ndarray, offsets: np.ndarray, max_len: int) -> Labels:
         """Role, boundary and problem of every token of a flattened shard (``offsets``: row starts + end)."""
@@ -61,7 +73,8 @@ class SpanOracle:
 
     def to_dict(self) -> dict:
         return {"name": self.profile.name, "source": self.profile.source, "how": self.how,
-                "notes": list(self.profile.notes), "verification": self.verification}
+                "notes": list(self.profile.notes), "verification": self.verification,
+                "generation_prompts": [list(p) for p in self.prompts]}
 
 
 @lru_cache(maxsize=1)
@@ -158,6 +171,56 @@ def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
                        "if you know the family"}
 
 
+def _tags(vocab: Vocabulary, profile: TemplateProfile) -> dict[str, Any] | None:
+    """Where the template's generation tags put supervision ({"keys", "note"} or {"error"}), None without tags."""
+    from ..conventions import tag_policy
+
+    try:
+        found = tag_policy(SpanOracle(profile, "", CompiledProfile(profile, vocab.newline_lead)), vocab)
+    except UsageProblem as exc:
+        return {"error": str(exc)}
+    if found is None:
+        return None
+    keys, note = found
+    return {"keys": {k: (list(v) if isinstance(v, tuple) else v) for k, v in keys.items()}, "note": note}
+
+
+def generation_prompts(vocab: Vocabulary) -> tuple[tuple[int, ...], ...]:
+    """Every token run the template's generation prompt can be, after a user message and after a tool
+    message, with ``enable_thinking`` on and off where the template reads it.
+
+    The prompt is what ``add_generation_prompt=True`` adds to the rendering, tokenized in place
+    (the longest common token prefix of the two renderings is cut off). A context the template
+    rejects is skipped; a prompt that rewrites the history before it is ignored.
+    """
+    from .verify import PROBES
+
+    if not vocab.chat_template:
+        return ()
+    user_only = PROBES["two-turns"][0][:1]
+    tool_probe, tools = PROBES["tool-call"]
+    contexts = [(user_only, None), (tool_probe[:4], tools)]
+    switches: list[dict[str, Any]] = [{}]
+    if "enable_thinking" in vocab.chat_template:
+        switches += [{"enable_thinking": True}, {"enable_thinking": False}]
+    out: dict[tuple[int, ...], None] = {}
+    for messages, tl in contexts:
+        for sw in switches:
+            try:
+                base = vocab.render_chat(messages, tools=tl, add_generation_prompt=False, **sw)
+                full = vocab.render_chat(messages, tools=tl, add_generation_prompt=True, **sw)
+            except Exception:  # templates raise anything on a context they do not take
+                continue
+            if not full.startswith(base):
+                continue
+            a, b = vocab.encode_with_offsets(base)[0], vocab.encode_with_offsets(full)[0]
+            k = 0
+            while k < min(len(a), len(b)) and a[k] == b[k]:
+                k += 1
+            out[tuple(b[k:])] = None
+    return tuple(out)
+
+
 def choose_profile(vocab: Vocabulary, name: str = AUTO) -> tuple[TemplateProfile, str, dict[str, Any]]:
     """The verified profile for ``--template-profile name``, a line saying how it was chosen, and the verification."""
     path = _cache_path(vocab, name)
@@ -167,20 +230,29 @@ def choose_profile(vocab: Vocabulary, name: str = AUTO) -> tuple[TemplateProfile
         doc = None
     if doc is None:
         doc = _choose_uncached(vocab, name)
+        if "error" not in doc:
+            doc["prompts"] = [list(p) for p in generation_prompts(vocab)]
+            doc["tags"] = _tags(vocab, TemplateProfile.from_json(doc["profile"]))
         try:
             atomic_write_text(path, json.dumps(doc))
         except OSError:
             pass  # an unwritable cache costs time, not correctness
     if "error" in doc:
         raise UsageProblem(doc["error"])
-    return TemplateProfile.from_json(doc["profile"]), doc["how"], doc.get("verification", {})
+    verification = dict(doc.get("verification", {}))
+    verification["prompts"] = doc.get("prompts", [])
+    verification["tags"] = doc.get("tags")
+    return TemplateProfile.from_json(doc["profile"]), doc["how"], verification
 
 
 def make_oracle(vocab: Vocabulary, name: str = AUTO) -> SpanOracle:
     profile, how, verification = choose_profile(vocab, name)
-    return SpanOracle(profile, how, CompiledProfile(profile, vocab.newline_lead), verification)
+    prompts = tuple(tuple(p) for p in verification.pop("prompts", []))
+    return SpanOracle(profile, how, CompiledProfile(profile, vocab.newline_lead), verification, prompts,
+                      vocab.newline_lead)
 
 
 def oracle_for_profile(profile: TemplateProfile, vocab: Vocabulary, how: str = "given") -> SpanOracle:
     """An oracle for a profile the caller already holds (tests, explanations of a fixed family)."""
-    return SpanOracle(profile, how, CompiledProfile(profile, vocab.newline_lead))
+    return SpanOracle(profile, how, CompiledProfile(profile, vocab.newline_lead), {},
+                      generation_prompts(vocab), vocab.newline_lead)
