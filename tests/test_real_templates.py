@@ -204,9 +204,34 @@ def test_docs_generation_tag_row_is_current(name: str) -> None:
 # --------------------------------------------------------------------------- the oracle vs the truth
 
 
+def _truths(name: str, n: int, long: int = 0) -> list[tuple[str, object]]:
+    """(where, truth) of every full and per-turn rendering; TruthUnavailable propagates (an error, never an xfail)."""
+    tok = rt.load_template_tokenizer(name)
+    cs = rt.cases(name, n, tokenizer=tok)
+    if long:
+        cs.cases += rt.long_cases(name, long, tokenizer=tok).cases
+    out = []
+    for case in cs.cases:
+        for j in [None, *case.assistant_turns()]:
+            msgs = case.messages if j is None else case.messages[:j + 1]
+            try:
+                tr = render_truth(tok, msgs, case.tools, template=rt.template_text(name), per_turn=j is not None,
+                                  **case.kwargs)
+            except TemplateRejected:
+                continue
+            out.append((f"{case.origin} {'full' if j is None else f'per-turn {j}'}", tr))
+    assert out, f"{name}: every rendering rejected"
+    return out
+
+
 def _oracle_check(name: str, n: int, long: int = 0) -> int:
-    """Label every full and per-turn rendering; AssertionError on the first disagreement. Returns renderings checked."""
+    """Label every full and per-turn rendering; AssertionError on the first disagreement. Returns renderings checked.
+
+    The truth of every rendering is taken first, so a template the oracle fails still has
+    all of its renderings' truth checked.
+    """
     r = rt.rules(name)
+    renders = _truths(name, n, long)
     vocab = rt.template_vocabulary(name)
     try:
         oracle = make_oracle(vocab, "auto")
@@ -218,28 +243,13 @@ def _oracle_check(name: str, n: int, long: int = 0) -> int:
         vocab.save_tables()  # the next process reads the vocabulary's tables instead of tokenizer.json
     if r.text_marked:
         raise AssertionError(f"not refused although {r.text_marked}: {oracle.how}")
-    tok = rt.load_template_tokenizer(name)
-    cs = rt.cases(name, n, tokenizer=tok)
-    if long:
-        cs.cases += rt.long_cases(name, long, tokenizer=tok).cases
-    checked = 0
-    for case in cs.cases:
-        for j in [None, *case.assistant_turns()]:
-            msgs = case.messages if j is None else case.messages[:j + 1]
-            try:
-                tr = render_truth(tok, msgs, case.tools, template=rt.template_text(name), per_turn=j is not None,
-                                  **case.kwargs)
-            except TemplateRejected:
-                continue
-            labels = oracle.label(tr.ids, np.array([0, tr.n_tokens], dtype=np.int64), 1 << 30)
-            found = check_labels(tr, labels.role, labels.problem, labels.boundary, system_as_user=r.system_as_user,
-                                 unmarked_tool_calls=r.unmarked_tool_calls)
-            checked += 1
-            if found:
-                where = "full" if j is None else f"per-turn {j}"
-                raise AssertionError(f"{case.origin} {where}: {found[0]} ({len(found)} mismatches)")
-    assert checked, f"{name}: every rendering rejected"
-    return checked
+    for where, tr in renders:
+        labels = oracle.label(tr.ids, np.array([0, tr.n_tokens], dtype=np.int64), 1 << 30)
+        found = check_labels(tr, labels.role, labels.problem, labels.boundary, system_as_user=r.system_as_user,
+                             unmarked_tool_calls=r.unmarked_tool_calls)
+        if found:
+            raise AssertionError(f"{where}: {found[0]} ({len(found)} mismatches)")
+    return len(renders)
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in NAMES])
