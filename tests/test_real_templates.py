@@ -144,12 +144,10 @@ def test_vendor_tokenizer_ids(vendor: str) -> None:
 # --------------------------------------------------------------------------- truth vs the authors' tags
 
 
-def _renders(name: str, n: int, long: int = 0):
+def _renders(name: str, n: int):
     """(case, truth) of the full renderings of ``n`` adapted conversations (rejected ones skipped, counted)."""
     tok = rt.load_template_tokenizer(name)
     cs = rt.cases(name, n, tokenizer=tok)
-    if long:
-        cs.cases += rt.long_cases(name, long, tokenizer=tok).cases
     out, rejected = [], 0
     for case in cs.cases:
         try:
