@@ -253,6 +253,8 @@ class TruthRender:
     token_field: np.ndarray  # int32 per token: the field it lies wholly inside, -1 wholly scaffold, -2 mixed
     generated: tuple[int, int] | None = None  # per_turn: characters the model generates
     prompt_text: str | None = None  # per_turn: the rendering of messages[:-1] with the generation prompt
+    #: per_turn, when the prompt rendering parts from this one before the last message: why (``generated`` is None)
+    history_rewritten: str | None = None
     template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -437,6 +439,9 @@ def render_truth(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dic
     With ``per_turn`` (the last message must be an assistant message) ``generated`` is the
     character range the model generates: from the end of the longest common prefix of this
     rendering and the rendering of ``messages[:-1]`` with the generation prompt, to the end.
+    When the two part before the last message (a field of an earlier message lies past that
+    point) the template rewrites history, ``generated`` is None and ``history_rewritten`` says
+    where.
     """
     messages = list(messages)
     if per_turn and (not messages or messages[-1].get("role") != "assistant"):
@@ -522,16 +527,25 @@ def render_truth(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dic
     offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
     token_classes, token_field = _token_tables(text, offsets, char_field, char_class)
 
-    generated, prompt_text = None, None
+    generated, prompt_text, rewritten = None, None, None
     if per_turn:
         try:
             prompt_text = _render(tokenizer, messages[:-1], tools, template, True, template_kwargs)
         except Exception as exc:
             raise TemplateRejected(f"with the generation prompt: {_first_line(exc)}") from exc
-        generated = (_lcp(prompt_text, text), L)
+        start = _lcp(prompt_text, text)
+        # A template that renders history differently once the turn follows (gpt-oss drops the analysis of
+        # tool calls a final answer follows) parts before the last message: what follows is not the turn.
+        history = [f for f in fields if f.message < len(messages) - 1 and f.end > start]
+        if history:
+            rewritten = (f"the prompt rendering parts from this one at character {start}, before the "
+                         f"{history[0].describe(tuple(str(m.get('role')) for m in messages))}: the template renders "
+                         "earlier messages differently once this turn follows")
+        else:
+            generated = (start, L)
     return TruthRender(text, ids, offsets, fields, tuple(dropped), tuple(str(m.get("role")) for m in messages),
                        char_class, char_message, char_field, token_classes, token_field, generated, prompt_text,
-                       dict(template_kwargs))
+                       rewritten, dict(template_kwargs))
 
 
 # --------------------------------------------------------------------------- judging labels
@@ -596,7 +610,8 @@ def check_labels(truth: TruthRender, role: np.ndarray, problem: np.ndarray, boun
        repeated zero or more times: between a user field and an assistant field N*A*. Before
        the first field: N, then the kinds of the messages up to the first field's; after the
        last field: the kinds of the messages from its one to the end, then N.
-    d. per_turn: every token wholly inside the generated range is A.
+    d. per_turn: every token wholly inside the generated range is A (no range when the
+       template rewrites history: ``truth.history_rewritten``).
     e. no structural problem on a rendering that was not truncated.
     """
     role = np.asarray(role)
