@@ -257,10 +257,8 @@ def test_oracle_matches_truth(name: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [_param(n) for n in NAMES])
-def test_oracle_matches_truth_sweep(name: str, request: pytest.FixtureRequest) -> None:
-    """More conversations and long rows: run with ``-m slow`` (skipped, saying so, otherwise)."""
-    if "slow" not in (request.config.option.markexpr or ""):
-        pytest.skip("the sweep runs with -m slow")
+def test_oracle_matches_truth_sweep(name: str) -> None:
+    """More conversations and long rows: the slow tier (``pytest -m slow``)."""
     _oracle_check(name, SLOW_N, SLOW_LONG)
 
 
