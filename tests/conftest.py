@@ -42,6 +42,14 @@ def usage_run(pytester):
     return run
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Items of a module that defines ``collection_order(item)`` run in that order, in their own slots."""
+    slots = [i for i, item in enumerate(items) if hasattr(getattr(item, "module", None), "collection_order")]
+    ordered = sorted((items[i] for i in slots), key=lambda item: item.module.collection_order(item))
+    for i, item in zip(slots, ordered):
+        items[i] = item
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
     return qwen36_tokenizer_dir()

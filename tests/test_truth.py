@@ -178,6 +178,20 @@ def test_per_turn_generated_range(tok) -> None:
         render_truth(tok, msgs[:1], template=CHATML, per_turn=True)
 
 
+def test_per_turn_with_a_template_that_rewrites_history(tok) -> None:
+    """Like gpt-oss: a note kept only while no answer follows. The prompt parts before the turn: no range."""
+    template = ("{% for m in messages %}{% if m.role == 'user' %}[u]{{ m.content }}"
+                "{% elif m.note is defined and loop.last is false and messages[-1].role != 'assistant' %}"
+                "[note]{{ m.note }}[a]{{ m.content }}{% else %}[a]{{ m.content }}{% endif %}{% endfor %}"
+                "{% if add_generation_prompt %}[a]{% endif %}")
+    msgs = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A1", "note": "n"},
+            {"role": "user", "content": "Q2"}, {"role": "assistant", "content": "A2"}]
+    tr = render_truth(tok, msgs, template=template, per_turn=True)
+    assert tr.prompt_text == "[u]Q[note]n[a]A1[u]Q2[a]" and tr.text == "[u]Q[a]A1[u]Q2[a]A2"
+    assert tr.generated is None and "content of message 1" in tr.history_rewritten
+    assert len(tr.generated_tokens()) == 0
+
+
 # --------------------------------------------------------------------------- refusing to guess
 
 

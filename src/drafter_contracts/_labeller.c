@@ -8,6 +8,7 @@
  * or between turns shares one role and problem and is written as a block, so the cost per token
  * of a passing shard is one table lookup.
  *
+ * Built into the same library as _kernels.c (one ABI version, dc_abi_version, for both).
  * Plain C99, no Python headers. Ids are int32 or int64 (the _i32/_i64 suffix); ids outside
  * [0, n_ids) are ordinary tokens to every rule.
  */
@@ -71,8 +72,6 @@ typedef struct {
     const uint8_t *sub_within;    /* [n_subs * 256] */
     const uint8_t *sub_stops;     /* [n_subs] the opener right after assistant output is the turn's end token */
 } dc_profile;
-
-DC_EXPORT int32_t dc_labeller_abi_version(void) { return 5; }
 
 static inline uint8_t kind_of(const dc_profile *P, int64_t t) {
     return (t >= 0 && t < P->n_ids) ? P->kind[t] : 0;

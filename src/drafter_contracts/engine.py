@@ -217,7 +217,11 @@ class Engine:
         if self.vocab is not None and self.oracle is None:
             self.oracle = make_oracle(self.vocab, self.contract.template_profile)
         if self.contract.mask.convention in ("auto", "generation-tags"):
-            self._resolve_convention()  # what the template's tags enclose, or what the data fits
+            if self.oracle is None:  # no tokenizer: the mask contracts skip, saying so
+                self.contract = replace(self.contract, mask_how=f"convention = {self.contract.mask.convention}: "
+                                        "not resolved without a tokenizer (pass --tokenizer)")
+            else:
+                self._resolve_convention()  # what the template's tags enclose, or what the data fits
         if self.oracle is not None and self.contract.mask.prompt_context != "off":
             self._select_prompts()
 

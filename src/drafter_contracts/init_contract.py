@@ -51,6 +51,8 @@ class Observed:
     tokenizer: str | None = None
     vocab_size: int | None = None
     template: dict[str, Any] | None = None  # engine.oracle.to_dict()
+    convention: str | None = None  # the mask convention inferred from the first rows (conventions.infer)
+    convention_how: str = ""
     seconds: float = 0.0
 
 
@@ -84,6 +86,8 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
     seen = Observed(dataset.path, dataset.num_rows, dataset.column_types(),
                     tokenizer=tokenizer, vocab_size=vocab.size if vocab is not None else None,
                     template=engine.oracle.to_dict() if engine.oracle is not None else None)
+    if engine.oracle is not None and engine.contract.mask.convention != "auto":
+        seen.convention, seen.convention_how = engine.contract.mask.convention, engine.contract.mask_how
     has_mask = "loss_mask" not in engine.column_problems
     seen.supervised_tokens = 0 if has_mask else None
     for shard in engine.shards:
@@ -130,10 +134,11 @@ def _key(name: str, value: Any, comment: str) -> str:
 
 
 def mask_section(seen: Observed) -> list[str]:
-    """``[mask]``: the observed per-role supervised totals as comments, the keys at today's defaults.
+    """``[mask]``: the producer convention inferred from the data, with the figures that decided it.
 
-    The one place the mask policy of a pinned contract is decided: replace this function to
-    write an inferred convention instead of the defaults.
+    The convention is what ``convention = "auto"`` infers (``conventions.infer``: each built-in
+    convention's mask rules run on the first rows; the one they fit is written). Without a
+    tokenizer nothing can be inferred: the keys are left at the defaults and say so.
     """
     from .config import MaskPolicy
 
@@ -144,13 +149,19 @@ def mask_section(seen: Observed) -> list[str]:
             sup, alltok = seen.role_supervised.get(role, 0), seen.role_tokens.get(role, 0)
             share = f"{sup / alltok:.1%}" if alltok else "n/a"
             lines.append(f"#   {role:<20} {sup:>14,} / {alltok:>14,}  ({share})")
-    else:
-        lines.append("# No per-role totals: no tokenizer was given (init --tokenizer DIR labels the roles).")
+    if seen.convention is not None:
+        lines.append("# The producer's convention, inferred from the data (docs/conventions.md):")
+        for part in seen.convention_how.split("; "):
+            lines.append(f"#   {part}")
+        lines.append(_key("convention", seen.convention, "the keys it sets can be overridden below it"))
+        return lines
+    lines.append("# No tokenizer was given, so the convention could not be inferred (init --tokenizer DIR does).")
     lines.append("# Keys below are the defaults (speculators 0.4-0.7: assistant content, reasoning and tool calls")
     lines.append("# supervised, no end token; completeness off). Change them to the convention your producer follows.")
     defaults = MaskPolicy()
     for f in dataclasses.fields(MaskPolicy):
-        lines.append(_key(f.name, getattr(defaults, f.name), _MASK_NOTES.get(f.name, "")))
+        value = getattr(defaults, f.name)
+        lines.append(_key(f.name, list(value) if isinstance(value, tuple) else value, _MASK_NOTES.get(f.name, "")))
     return lines
 
 
@@ -165,6 +176,11 @@ _MASK_NOTES = {
     "turns": "all: every assistant turn may be supervised; last: only the row's last",
     "completeness": "off / all / last: eligible tokens of every / the last turn must be supervised",
     "reasoning_opener": "context: the generation prompt holds <think>, left unsupervised",
+    "header": "assistant header tokens",
+    "prompt_context": "off / last / all: the generation prompt is context, the rest of the turn supervised",
+    "empty_reasoning": "supervised / context / optional: an empty <think></think> block",
+    "optional": "keys that may be supervised but are never required",
+    "convention": "the producer convention (custom: these keys as written)",
 }
 
 

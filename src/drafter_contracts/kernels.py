@@ -48,7 +48,7 @@ ASSISTANT_END, END, AFTER_ASSISTANT_END, INJECTED, UNKNOWN_ROLE = 8, 9, 10, 11, 
 NO_LEADING_HEADER, HEADER_IN_OPEN_TURN, STRAY_END, UNKNOWN_ROLE_PROBLEM = 1, 2, 3, 4
 MALFORMED_HEADER, TEXT_OUTSIDE_TURN, UNCLOSED_TURN = 5, 6, 7
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 _P, _I64, _I32, _U64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64
 
 #: argument types per exported function family (the _i32/_i64, _p32/_p64, _c32/_c64 variants share them)
@@ -62,11 +62,14 @@ _SIGNATURES: dict[str, tuple[Any, tuple]] = {
     "reply_lengths": (None, (_P, _P, _P, _P, _P, _I64, _P, _I64, _P, _P, _I64, _I64, _P)),
     "run_totals": (None, (_P, _P, _P, _I64, _P, _I32, _P, _P)),
     "assistant_turns": (_I64, (_P, _P, _P, _P, _I64, _P, _P, _P, _P)),
+    # _labeller.c: the labeller for any template profile (spans/kernel.py builds its table struct)
+    "label_profile": (_I64, (_P, _P, _I64, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _P)),
 }
 _VARIANTS = {
     "label_chatml": ("i32", "i64"), "drain_counts": ("c32", "c64"), "prefix_count": ("p32", "p64"),
     "row_hash_sums": ("i32", "i64"), "token_pass": ("i32_p32", "i64_p32", "i32_p64", "i64_p64"),
     "reply_lengths": ("i32", "i64"), "run_totals": ("p32", "p64"), "assistant_turns": ("",),
+    "label_profile": ("i32", "i64"),
 }
 
 

@@ -10,7 +10,6 @@ indexes safely.
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,6 @@ import numpy as np
 from .labels import Labels
 from .profile import CompiledProfile
 
-LABELLER_ABI = 5
 #: kind bits per id, as _labeller.c reads them
 K_OPENER, K_END, K_SUB, K_AFTER, K_EOS, K_MERGES = 1, 2, 4, 8, 16, 32
 
@@ -108,27 +106,12 @@ class KernelTables:
             a["sub_within"].ctypes.data, a["sub_stops"].ctypes.data)
 
 
-@lru_cache(maxsize=1)
 def _functions() -> dict[str, Any] | None:
-    """The two exported labeller variants, or None when the compiled library is unavailable."""
-    from ..kernels import library_path
+    """The two labeller variants from the kernels library, or None when the numpy references run."""
+    from .. import kernels
 
-    path = library_path()
-    if path is None:
-        return None
-    try:
-        lib = ctypes.CDLL(str(path))
-        if lib.dc_labeller_abi_version() != LABELLER_ABI:
-            return None
-        out = {}
-        for kind in ("i32", "i64"):
-            fn = getattr(lib, f"dc_label_profile_{kind}")
-            fn.restype = _I64
-            fn.argtypes = (_P, _P, _I64, ctypes.POINTER(_Profile), _I64, _P, _P, _P, _P, _P, _P, _P, _P)
-            out[kind] = fn
-        return out
-    except (OSError, AttributeError):
-        return None
+    lib = kernels._lib()
+    return None if lib is None else {"i32": lib["label_profile_i32"], "i64": lib["label_profile_i64"]}
 
 
 def available() -> bool:
@@ -166,7 +149,7 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
     starts, run_role, row_first = np.empty(n, np.int64), np.empty(n, np.uint8), np.empty(n, np.bool_)
     boundary_at, noted = np.empty(n + 1, np.int64), np.zeros(2, np.int64)
     k = fns["i32" if ids.dtype == np.int32 else "i64"](
-        ids.ctypes.data, offsets.ctypes.data, len(offsets) - 1, ctypes.byref(tables.struct), max_len,
+        ids.ctypes.data, offsets.ctypes.data, len(offsets) - 1, ctypes.addressof(tables.struct), max_len,
         role.ctypes.data, boundary.ctypes.data, problem.ctypes.data, starts.ctypes.data, run_role.ctypes.data,
         row_first.ctypes.data, boundary_at.ctypes.data, noted.ctypes.data)
     return Labels(role, boundary, problem, starts[:k].copy(), run_role[:k].copy(), row_first[:k].copy(),

@@ -253,6 +253,8 @@ class TruthRender:
     token_field: np.ndarray  # int32 per token: the field it lies wholly inside, -1 wholly scaffold, -2 mixed
     generated: tuple[int, int] | None = None  # per_turn: characters the model generates
     prompt_text: str | None = None  # per_turn: the rendering of messages[:-1] with the generation prompt
+    #: per_turn, when the prompt rendering parts from this one before the last message: why (``generated`` is None)
+    history_rewritten: str | None = None
     template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -437,6 +439,9 @@ def render_truth(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dic
     With ``per_turn`` (the last message must be an assistant message) ``generated`` is the
     character range the model generates: from the end of the longest common prefix of this
     rendering and the rendering of ``messages[:-1]`` with the generation prompt, to the end.
+    When the two part before the last message (a field of an earlier message lies past that
+    point) the template rewrites history, ``generated`` is None and ``history_rewritten`` says
+    where.
     """
     messages = list(messages)
     if per_turn and (not messages or messages[-1].get("role") != "assistant"):
@@ -522,16 +527,25 @@ def render_truth(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dic
     offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
     token_classes, token_field = _token_tables(text, offsets, char_field, char_class)
 
-    generated, prompt_text = None, None
+    generated, prompt_text, rewritten = None, None, None
     if per_turn:
         try:
             prompt_text = _render(tokenizer, messages[:-1], tools, template, True, template_kwargs)
         except Exception as exc:
             raise TemplateRejected(f"with the generation prompt: {_first_line(exc)}") from exc
-        generated = (_lcp(prompt_text, text), L)
+        start = _lcp(prompt_text, text)
+        # A template that renders history differently once the turn follows (gpt-oss drops the analysis of
+        # tool calls a final answer follows) parts before the last message: what follows is not the turn.
+        history = [f for f in fields if f.message < len(messages) - 1 and f.end > start]
+        if history:
+            rewritten = (f"the prompt rendering parts from this one at character {start}, before the "
+                         f"{history[0].describe(tuple(str(m.get('role')) for m in messages))}: the template renders "
+                         "earlier messages differently once this turn follows")
+        else:
+            generated = (start, L)
     return TruthRender(text, ids, offsets, fields, tuple(dropped), tuple(str(m.get("role")) for m in messages),
                        char_class, char_message, char_field, token_classes, token_field, generated, prompt_text,
-                       dict(template_kwargs))
+                       rewritten, dict(template_kwargs))
 
 
 # --------------------------------------------------------------------------- judging labels
@@ -596,7 +610,8 @@ def check_labels(truth: TruthRender, role: np.ndarray, problem: np.ndarray, boun
        repeated zero or more times: between a user field and an assistant field N*A*. Before
        the first field: N, then the kinds of the messages up to the first field's; after the
        last field: the kinds of the messages from its one to the end, then N.
-    d. per_turn: every token wholly inside the generated range is A.
+    d. per_turn: every token wholly inside the generated range is A (no range when the
+       template rewrites history: ``truth.history_rewritten``).
     e. no structural problem on a rendering that was not truncated.
     """
     role = np.asarray(role)
@@ -615,39 +630,48 @@ def check_labels(truth: TruthRender, role: np.ndarray, problem: np.ndarray, boun
     def label_of(t: int) -> str:
         return _role_name(int(role[t]), int(problem[t]), bool(boundary[t]))
 
-    # Rules a and b.
-    as_scaffold = np.zeros(n, dtype=bool)
-    for t in range(n):
-        f = int(truth.token_field[t])
-        r = int(role[t])
-        if f >= 0:
-            fld = truth.fields[f]
-            if r not in allowed[fld.char_class]:
-                out.append(Mismatch(t, truth.token_text(t), fld.describe(roles), label_of(t),
-                                    f"a: {CLASS_NAMES[fld.char_class]} text must be "
-                                    f"{'/'.join(sorted(x.name for x in allowed[fld.char_class]))}"))
-        elif f == -1:
-            as_scaffold[t] = True
-        else:
-            sides = [p for p in truth.classes_of_token(t) if p != CharClass.SCAFFOLD]
-            if not any(r in allowed[p] for p in sides):
-                as_scaffold[t] = True  # judged with the scaffold around it (rule c); reported as rule b
+    # Rules a and b, over arrays: only the offending tokens are visited one by one.
+    role64 = role.astype(np.int64)
+    size = max(int(role64.max(initial=0)) + 1, max(int(r) for r in Role) + 1)
+    lut = np.zeros((len(CharClass), size), dtype=bool)  # lut[class, role]: allowed inside a field of that class
+    for c, ok in allowed.items():
+        lut[c, [int(r) for r in ok]] = True
+    tf = truth.token_field[:n]
+    field_class = np.array([f.char_class for f in truth.fields], dtype=np.int64)
+    inside = tf >= 0
+    cls = np.where(inside, field_class[np.maximum(tf, 0)] if len(field_class) else 0, 0)
+    for t in np.flatnonzero(inside & ~lut[cls, role64]):
+        fld = truth.fields[int(tf[t])]
+        out.append(Mismatch(int(t), truth.token_text(int(t)), fld.describe(roles), label_of(int(t)),
+                            f"a: {CLASS_NAMES[fld.char_class]} text must be "
+                            f"{'/'.join(sorted(x.name for x in allowed[fld.char_class]))}"))
+    bits = truth.token_classes[:n].astype(np.int64)
+    sides_ok = np.zeros(n, dtype=bool)  # a boundary token carries a role allowed for one of its fields
+    for c in allowed:
+        sides_ok |= ((bits >> int(c)) & 1).astype(bool) & lut[c, role64]
+    as_scaffold = (tf == -1) | ((tf == -2) & ~sides_ok)  # the latter judged with the scaffold around it (rule c)
 
     # Rule c: scaffold runs between consecutive fields.
     fields = truth.fields
     k = len(fields)
     nmsg = len(roles)
+    memo: dict[int, list[str]] = {}
 
     def expected(g: int) -> list[str]:
+        if g in memo:
+            return memo[g]
         if k == 0:
-            return _collapse(["N", *(truth.kind(m) for m in range(nmsg)), "N"])
-        if g == 0:
-            return _collapse(["N", *(truth.kind(m) for m in range(fields[0].message + 1))])
-        if g == k:
-            return _collapse([*(truth.kind(m) for m in range(fields[-1].message, nmsg)), "N"])
-        a, b = fields[g - 1].message, fields[g].message
-        span = range(a, b + 1) if a <= b else range(a, b - 1, -1)
-        return _collapse(truth.kind(m) for m in span)
+            seq = _collapse(["N", *(truth.kind(m) for m in range(nmsg)), "N"])
+        elif g == 0:
+            seq = _collapse(["N", *(truth.kind(m) for m in range(fields[0].message + 1))])
+        elif g == k:
+            seq = _collapse([*(truth.kind(m) for m in range(fields[-1].message, nmsg)), "N"])
+        else:
+            a, b = fields[g - 1].message, fields[g].message
+            span = range(a, b + 1) if a <= b else range(a, b - 1, -1)
+            seq = _collapse(truth.kind(m) for m in span)
+        memo[g] = seq
+        return seq
 
     def gap_name(g: int) -> str:
         if k == 0:
@@ -660,32 +684,36 @@ def check_labels(truth: TruthRender, role: np.ndarray, problem: np.ndarray, boun
                f"{fields[g].message} ({roles[fields[g].message]})"
 
     field_ends = np.array([f.end for f in fields], dtype=np.int64)
-    state: dict[int, tuple[int, str]] = {}  # gap -> (position in expected sequence, last kind read)
-    broken: set[int] = set()  # gaps already reported: one mismatch per broken run
-    for t in np.flatnonzero(as_scaffold):
-        s, e = (int(x) for x in truth.offsets[t])
-        if e > s:
-            chars = np.flatnonzero(truth.char_field[s:e] < 0)
-            p = s + int(chars[0]) if len(chars) else s
-        else:
-            p = s
-        g = int(np.searchsorted(field_ends, p, side="right"))
-        if g in broken:
-            continue
+    scaffold_t = np.flatnonzero(as_scaffold)
+    first_char = truth.offsets[scaffold_t, 0].copy()  # where a token's scaffold starts (its first scaffold char)
+    for i in np.flatnonzero(tf[scaffold_t] == -2):
+        s, e = (int(x) for x in truth.offsets[scaffold_t[i]])
+        chars = np.flatnonzero(truth.char_field[s:e] < 0)
+        first_char[i] = s + int(chars[0]) if len(chars) else s
+    gap = np.searchsorted(field_ends, first_char, side="right")
+    kind_a = is_a[scaffold_t]
+    # Only where the gap or the kind changes can the reading fail.
+    change = np.ones(len(scaffold_t), dtype=bool)
+    change[1:] = (gap[1:] != gap[:-1]) | (kind_a[1:] != kind_a[:-1])
+    state: dict[int, int] = {}  # gap -> position in its expected sequence
+    for i in np.flatnonzero(change):
+        g, t = int(gap[i]), int(scaffold_t[i])
+        kind = "A" if kind_a[i] else "N"
+        if state.get(g, 0) < 0:
+            continue  # already reported: one mismatch per broken run
         seq = expected(g)
-        kind = "A" if is_a[t] else "N"
-        pos, last = state.get(g, (0, ""))
-        if kind != last:
-            while pos < len(seq) and seq[pos] != kind:
-                pos += 1
-            if pos == len(seq):
-                rule = "b" if truth.token_field[t] == -2 else "c"
-                out.append(Mismatch(int(t), truth.token_text(t), gap_name(g), label_of(int(t)),
-                                    f"{rule}: scaffold there must read {''.join(x + '*' for x in seq)} "
-                                    f"(A = assistant turn, N = other); this token reads {kind} after {last or 'nothing'}"))
-                broken.add(g)
-                continue
-        state[g] = (pos, kind)
+        pos = state.get(g, 0)
+        while pos < len(seq) and seq[pos] != kind:
+            pos += 1
+        if pos == len(seq):
+            rule = "b" if tf[t] == -2 else "c"
+            after = "nothing" if g not in state else ("A" if kind == "N" else "N")
+            out.append(Mismatch(t, truth.token_text(t), gap_name(g), label_of(t),
+                                f"{rule}: scaffold there must read {''.join(x + '*' for x in seq)} "
+                                f"(A = assistant turn, N = other); this token reads {kind} after {after}"))
+            state[g] = -1
+            continue
+        state[g] = pos
 
     # Rule d.
     for t in truth.generated_tokens():

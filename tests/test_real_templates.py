@@ -1,0 +1,269 @@
+"""The span oracle and the ground truth on the vendors' own chat templates (TRL 1.16.0's corpus).
+
+Three things are checked per template: the tokenizer built for it (its vendor's special
+tokens, ids asserted); for generation-tagged templates, that the rendering-based truth
+agrees with the template authors' own ``{% generation %}`` tags; and that the oracle
+``make_oracle(vocab, "auto")`` labels full and per-turn renderings as the truth says
+(``check_labels`` finds nothing), or refuses a template whose turns are marked only by
+text a user can type.
+
+Most templates fail the oracle today: :data:`XFAIL` records each with its first
+mismatch, strictly, so a template that starts passing turns the run red until its entry
+is removed. A template whose truth is unavailable is an error, never a skip.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from drafter_contracts.errors import UsageProblem
+from drafter_contracts.fixtures import real_templates as rt
+from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
+from drafter_contracts.spans.resolve import make_oracle
+from drafter_contracts.spans.truth import CharClass, TemplateRejected, check_labels, render_truth
+
+NAMES = rt.template_names()
+TAGGED = tuple(n for n in NAMES if rt.has_generation_tags(rt.template_text(n)))
+#: Conversations per template in the default run, and in the slow sweep (plus long rows there).
+DEFAULT_N, SLOW_N, SLOW_LONG = 8, 40, 2
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "real-templates.md"
+
+#: Templates the oracle gets wrong today, with the first mismatch the default run finds.
+#: Remove an entry when the oracle is fixed for that template (strict: a pass fails the run).
+XFAIL: dict[str, str] = {
+    "cohere2": "refused: no profile derived (the turn footer '<|END_RESPONSE|><|END_OF_TURN_TOKEN|>' is longer than an end marker and a newline), no built-in fits",
+    "cohere2_training": "refused: no profile derived (the turn footer '<|END_RESPONSE|><|END_OF_TURN_TOKEN|>' is longer than an end marker and a newline), no built-in fits",
+    "deepseekv3": "written-0 full: token 147 'search': truth tool_call tool_calls[0].name of message 5 (assistant); labelled TOOL; a: tool_call text must be TOOL_CALL (20 mismatches)",
+    "deepseekv3_training": "written-0 full: token 140 'search': truth tool_call tool_calls[0].name of message 5 (assistant); labelled TOOL; a: tool_call text must be TOOL_CALL (15 mismatches)",
+    "diffusion_gemma": "written-0 full: token 152 '_weather': truth tool_call tool_calls[0].name of message 2 (assistant); labelled ASSISTANT; a: tool_call text must be TOOL_CALL (119 mismatches)",
+    "diffusion_gemma_training": "written-0 full: token 158 '_weather': truth tool_call tool_calls[0].name of message 2 (assistant); labelled ASSISTANT; a: tool_call text must be TOOL_CALL (119 mismatches)",
+    "gemma4": "written-0 full: token 158 '_weather': truth tool_call tool_calls[0].name of message 2 (assistant); labelled ASSISTANT; a: tool_call text must be TOOL_CALL (136 mismatches)",
+    "gemma4_v2": "written-0 full: token 152 '_weather': truth tool_call tool_calls[0].name of message 2 (assistant); labelled ASSISTANT; a: tool_call text must be TOOL_CALL (22 mismatches)",
+    "gemma4_v3": "written-0 full: token 152 '_weather': truth tool_call tool_calls[0].name of message 2 (assistant); labelled ASSISTANT; a: tool_call text must be TOOL_CALL (136 mismatches)",
+    "gemma4_v4": "written-0 full: token 152 '_weather': truth tool_call tool_calls[0].name of message 2 (assistant); labelled ASSISTANT; a: tool_call text must be TOOL_CALL (136 mismatches)",
+    "gemma4_v5": "written-0 full: token 152 '_weather': truth tool_call tool_calls[0].name of message 2 (assistant); labelled ASSISTANT; a: tool_call text must be TOOL_CALL (82 mismatches)",
+    "glm4moe": "refused: no profile derived (assistant turns have no end marker (nothing closes an assistant turn)), no built-in fits",
+    "glm4moe_training": "refused: no profile derived (the user turn header '\\n' does not start with a special token, so plain text typed by a user could forge it), no built-in fits",
+    "gptoss": "refused: no profile derived (assistant turns have no end marker (nothing closes an assistant turn)), no built-in fits",
+    "gptoss_training": "refused: no profile derived (assistant turns have no end marker (nothing closes an assistant turn)), no built-in fits",
+    "idefics3": "not refused: built-in llama3 (derivation failed: the template drops the text of a probe message ('Qzusrone' not rendered))",
+    "idefics3_training": "not refused: built-in llama3 (derivation failed: the template drops the text of a probe message ('Qzusrone' not rendered))",
+    "lfm2": "written-0 full: token 0 '<|startoftext|>': truth a well-formed rendering; labelled OUTSIDE [problem 1]; e: a structural problem on an untruncated rendering (1 mismatches)",
+    "lfm2_training": "written-0 full: token 0 '<|startoftext|>': truth a well-formed rendering; labelled OUTSIDE [problem 1]; e: a structural problem on an untruncated rendering (1 mismatches)",
+    "lfm2_v2": "written-0 full: token 0 '<|startoftext|>': truth a well-formed rendering; labelled OUTSIDE [problem 1]; e: a structural problem on an untruncated rendering (18 mismatches)",
+    "lfm2_v2_training": "written-0 full: token 0 '<|startoftext|>': truth a well-formed rendering; labelled OUTSIDE [problem 1]; e: a structural problem on an untruncated rendering (18 mismatches)",
+    "muse_glimmer": "refused: no profile derived (unexpected tokens '<|begin_of_text|><|start|>system<|message|>...<|eot|>' before the first turn), no built-in fits",
+    "muse_glimmer_training": "refused: no profile derived (unexpected tokens '<|begin_of_text|><|start|>system<|message|>...<|eot|>' before the first turn), no built-in fits",
+    "nemotron_3_5_lightning": "written-0 full: token 524 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "nemotron_3_5_lightning_training": "written-0 full: token 524 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "nemotron_3_nano": "written-0 full: token 524 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "nemotron_3_nano_training": "written-0 full: token 529 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "nemotron_3_super": "written-0 full: token 529 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "nemotron_3_super_training": "written-0 full: token 524 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "nemotron_3_ultra": "written-0 full: token 524 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "nemotron_3_ultra_training": "written-0 full: token 524 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "phi3": "refused: no profile derived (the learnt profile misreads its own probe at token 32 ('<|endoftext|>')), no built-in fits",
+    "phi3_5": "refused: no profile derived (the learnt profile misreads its own probe at token 32 ('<|endoftext|>')), no built-in fits",
+    "phi3_5_training": "refused: no profile derived (the learnt profile misreads its own probe at token 32 ('<|endoftext|>')), no built-in fits",
+    "phi3_training": "refused: no profile derived (the learnt profile misreads its own probe at token 32 ('<|endoftext|>')), no built-in fits",
+    "qwen2_5": "written-0 full: token 325 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen2_5_training": "written-0 full: token 325 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3": "written-0 full: token 333 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3_5_nothink": "written-0 full: token 460 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3_5_nothink_training": "written-0 full: token 374 'assistant': truth a well-formed rendering; labelled HEADER [problem 4]; e: a structural problem on an untruncated rendering (133 mismatches)",
+    "qwen3_5_think": "written-0 full: token 460 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3_5_think_training": "written-0 full: token 374 'assistant': truth a well-formed rendering; labelled HEADER [problem 4]; e: a structural problem on an untruncated rendering (133 mismatches)",
+    "qwen3_6": "written-0 full: token 460 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3_6_training": "written-0 full: token 374 'assistant': truth a well-formed rendering; labelled HEADER [problem 4]; e: a structural problem on an untruncated rendering (133 mismatches)",
+    "qwen3_8": "written-0 full: token 514 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3_8_training": "written-0 full: token 514 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3_instruct_2507": "written-0 full: token 325 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3_instruct_2507_training": "written-0 full: token 331 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3_training": "written-0 full: token 268 'assistant': truth a well-formed rendering; labelled HEADER [problem 4]; e: a structural problem on an untruncated rendering (135 mismatches)",
+    "qwen3_vl": "written-0 full: token 329 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "qwen3_vl_training": "written-0 full: token 325 '{\"': truth tool content of message 3 (tool); labelled USER; a: tool text must be TOOL (59 mismatches)",
+    "smolvlm": "not refused: built-in chatml (derivation failed: the template drops the text of a probe message ('Qzusrone' not rendered))",
+    "smolvlm_training": "not refused: built-in chatml (derivation failed: the template drops the text of a probe message ('Qzusrone' not rendered))",
+}
+
+
+def _param(name: str):
+    if name in XFAIL:
+        return pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=XFAIL[name]))
+    return name
+
+
+# --------------------------------------------------------------------------- the corpus and its tokenizers
+
+
+def test_every_template_has_rules_a_vendor_and_a_description() -> None:
+    assert len(NAMES) == 72, "TRL's corpus changed: review real_templates.py's tables"
+    descriptions = rt.descriptions()
+    for name in NAMES:
+        assert rt.rules(name).vendor in rt.VENDORS, name
+        assert descriptions.get(name), f"{name}: no description in trl/chat_templates/README.md"
+    assert set(rt.TEXT_MARKED) <= set(NAMES)
+    assert {rt.rules(n).vendor for n in NAMES} == set(rt.VENDORS)
+    assert "lfm2_2_5" in TAGGED and "qwen3_6_training" in TAGGED and "qwen3_6" not in TAGGED
+
+
+#: Marker-shaped strings a template writes that are text in the vendor's real tokenizer.
+TEXT_MARKERS = {"<tools>", "</tools>", "<IMPORTANT>", "</IMPORTANT>", "<function>", "</function>", "<name>", "</name>",
+                "<description>", "</description>", "<parameters>", "</parameters>", "<parameter>", "</parameter>",
+                "<type>", "</type>", "<enum>", "</enum>", "<required>", "</required>", "<tool_output>",
+                "</tool_output>", "<<SYS>>", "<</SYS>>"}
+_MARKER = re.compile(r"<\|[^<>|\s]+\|>|<｜[^<>\s]+｜>|<\|[a-z_\"]+>|<[a-z_]+\|>|\[gMASK\]|<sop>|</?[a-z_]+>")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_markers_a_template_writes_are_its_vendors_tokens(name: str) -> None:
+    """Read from the template: every special-looking marker it writes is an added token of its tokenizer."""
+    vendor = rt.vendor_of(name)
+    code = re.sub(r"\{#.*?#\}", "", rt.template_text(name), flags=re.DOTALL)  # comments render nothing
+    found = set(_MARKER.findall(code)) - TEXT_MARKERS
+    missing = sorted(found - set(vendor.special_tokens))
+    assert not missing, f"{name} writes {missing}, which {vendor.name}'s token table lacks"
+
+
+@pytest.mark.parametrize("vendor", sorted(rt.VENDORS))
+def test_vendor_tokenizer_ids(vendor: str) -> None:
+    tok = rt.load_vendor_tokenizer(vendor)
+    v = rt.VENDORS[vendor]
+    backend = tok.backend_tokenizer
+    for k, t in enumerate(v.special_tokens):
+        assert backend.token_to_id(t) == FIRST_SPECIAL_ID + k, t
+        assert backend.encode(t, add_special_tokens=False).ids == [FIRST_SPECIAL_ID + k], t
+    assert (tok.bos_token, tok.eos_token) == (v.bos, v.eos)
+    assert len(rt.added_tokens(tok)) == len(v.special_tokens)
+
+
+# --------------------------------------------------------------------------- truth vs the authors' tags
+
+
+def _renders(name: str, n: int):
+    """(case, truth) of the full renderings of ``n`` adapted conversations (rejected ones skipped, counted)."""
+    tok = rt.load_template_tokenizer(name)
+    cs = rt.cases(name, n, tokenizer=tok)
+    out, rejected = [], 0
+    for case in cs.cases:
+        try:
+            out.append((case, render_truth(tok, case.messages, case.tools, template=rt.template_text(name),
+                                           **case.kwargs)))
+        except TemplateRejected:
+            rejected += 1
+    assert out, f"{name}: every conversation rejected ({rejected})"
+    return tok, out
+
+
+ASSISTANT_CLASSES = (CharClass.ASSISTANT, CharClass.REASONING, CharClass.TOOL_CALL)
+OTHER_CLASSES = (CharClass.SYSTEM, CharClass.USER, CharClass.TOOL)
+
+
+@pytest.mark.parametrize("name", TAGGED)
+def test_truth_agrees_with_the_generation_tags(name: str) -> None:
+    tok, renders = _renders(name, DEFAULT_N)
+    for case, tr in renders:
+        out = tok.apply_chat_template(case.messages, tools=case.tools, chat_template=rt.template_text(name),
+                                      tokenize=True, return_dict=True, return_assistant_tokens_mask=True,
+                                      **case.kwargs)
+        assert list(out["input_ids"]) == list(tr.ids), f"{name} {case.origin}: truth tokenized differently"
+        mask = np.asarray(out["assistant_masks"], dtype=bool)
+        inside = tr.field_tokens(ASSISTANT_CLASSES)
+        outside = tr.field_tokens(OTHER_CLASSES)
+        untagged = inside[~mask[inside]]
+        tagged = outside[mask[outside]]
+        assert not len(untagged), (f"{name} {case.origin}: assistant text outside the generation tags: "
+                                   f"{[tr.token_text(t) for t in untagged[:5]]}")
+        assert not len(tagged), (f"{name} {case.origin}: system/user/tool text inside the generation tags: "
+                                 f"{[tr.token_text(t) for t in tagged[:5]]}")
+
+
+def _docs_rows() -> dict[str, str]:
+    text = DOCS.read_text("utf-8")
+    assert rt.PLACEMENT_HEADER in text, f"{DOCS.name} lacks the generation-tag placement table"
+    table = text.split(rt.PLACEMENT_HEADER, 1)[1].split("\n\n", 1)[0]
+    return {row.split("`", 2)[1]: row for row in table.splitlines() if row.startswith("| `")}
+
+
+def test_docs_generation_tag_table_lists_every_tagged_template() -> None:
+    assert sorted(_docs_rows()) == sorted(TAGGED)
+
+
+@pytest.mark.parametrize("name", TAGGED)
+def test_docs_generation_tag_row_is_current(name: str) -> None:
+    """docs/real-templates.md says where the tags sit as measured (``python -m ...real_templates --placement``)."""
+    assert _docs_rows().get(name) == rt.placement_row(name)
+
+
+# --------------------------------------------------------------------------- the oracle vs the truth
+
+
+def _truths(name: str, n: int, long: int = 0) -> list[tuple[str, object]]:
+    """(where, truth) of every full and per-turn rendering; TruthUnavailable propagates (an error, never an xfail)."""
+    tok = rt.load_template_tokenizer(name)
+    cs = rt.cases(name, n, tokenizer=tok)
+    if long:
+        cs.cases += rt.long_cases(name, long, tokenizer=tok).cases
+    out = []
+    for case in cs.cases:
+        for j in [None, *case.assistant_turns()]:
+            msgs = case.messages if j is None else case.messages[:j + 1]
+            try:
+                tr = render_truth(tok, msgs, case.tools, template=rt.template_text(name), per_turn=j is not None,
+                                  **case.kwargs)
+            except TemplateRejected:
+                continue
+            out.append((f"{case.origin} {'full' if j is None else f'per-turn {j}'}", tr))
+    assert out, f"{name}: every rendering rejected"
+    return out
+
+
+def _oracle_check(name: str, n: int, long: int = 0) -> int:
+    """Label every full and per-turn rendering; AssertionError on the first disagreement. Returns renderings checked.
+
+    The truth of every rendering is taken first, so a template the oracle fails still has
+    all of its renderings' truth checked.
+    """
+    r = rt.rules(name)
+    renders = _truths(name, n, long)
+    vocab = rt.template_vocabulary(name)
+    try:
+        oracle = make_oracle(vocab, "auto")
+    except UsageProblem as exc:
+        if r.text_marked:
+            return 0
+        raise AssertionError(f"refused: {exc}") from None
+    finally:
+        vocab.save_tables()  # the next process reads the vocabulary's tables instead of tokenizer.json
+    if r.text_marked:
+        raise AssertionError(f"not refused although {r.text_marked}: {oracle.how}")
+    for where, tr in renders:
+        labels = oracle.label(tr.ids, np.array([0, tr.n_tokens], dtype=np.int64), 1 << 30)
+        found = check_labels(tr, labels.role, labels.problem, labels.boundary, system_as_user=r.system_as_user,
+                             unmarked_tool_calls=r.unmarked_tool_calls)
+        if found:
+            raise AssertionError(f"{where}: {found[0]} ({len(found)} mismatches)")
+    return len(renders)
+
+
+@pytest.mark.parametrize("name", [_param(n) for n in NAMES])
+def test_oracle_matches_truth(name: str) -> None:
+    _oracle_check(name, DEFAULT_N)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [_param(n) for n in NAMES])
+def test_oracle_matches_truth_sweep(name: str) -> None:
+    """More conversations and long rows: the slow tier (``pytest -m slow``)."""
+    _oracle_check(name, SLOW_N, SLOW_LONG)
+
+
+def collection_order(item: pytest.Item) -> tuple[str, str]:
+    """Each vendor's tests together (tests/conftest.py sorts by this): an xdist worker loads a tokenizer once."""
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    name = params.get("name") or params.get("vendor") or ""
+    return (rt.vendor_of(name).name if name in NAMES else name, name)
