@@ -182,7 +182,8 @@ def _tags(vocab: Vocabulary, profile: TemplateProfile) -> dict[str, Any] | None:
     if found is None:
         return None
     keys, note = found
-    return {"keys": {k: (list(v) if isinstance(v, tuple) else v) for k, v in keys.items()}, "note": note}
+    return {"keys": {k: (list(v) if isinstance(v, tuple) else bool(v) if not isinstance(v, str) else v)
+                     for k, v in keys.items()}, "note": note}
 
 
 def generation_prompts(vocab: Vocabulary) -> tuple[tuple[int, ...], ...]:

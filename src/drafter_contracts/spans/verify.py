@@ -128,13 +128,6 @@ class ProbeSet:
     not_prefix_preserving: list[str] = field(default_factory=list)
 
 
-def _prefix_preserving(render: Any) -> bool:
-    """The per-turn range starts after every field of the messages before the last one."""
-    last = len(render.roles) - 1
-    ends = [f.end for f in render.fields if f.message < last]
-    return not ends or render.generated[0] >= max(ends)
-
-
 def _string_args(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tool-call arguments as JSON strings (some templates concatenate them as text)."""
     out = copy.deepcopy(messages)
@@ -177,13 +170,9 @@ def probe_renderings(vocab: Vocabulary) -> ProbeSet:
                     continue
                 except truth.TruthUnavailable as exc:
                     raise ProbesUnavailable(f"probe {label}: {exc}") from None
-                for r, nm in zip(got, names):
-                    if r.generated is not None and not _prefix_preserving(r):
-                        # The template renders earlier messages differently once another follows (gpt-oss
-                        # drops an analysis block when a final answer comes later): the generation prompt
-                        # does not mark where this turn starts, so the per-turn range says nothing here.
-                        r.generated = None
-                        out.not_prefix_preserving.append(nm)
+                # Where the template renders earlier messages differently once another follows (gpt-oss
+                # drops an analysis block when a final answer comes later), the truth has no per-turn range.
+                out.not_prefix_preserving += [nm for r, nm in zip(got, names) if r.history_rewritten]
                 out.renderings += got
                 out.names += names
                 out.probes += [name] * len(got)
