@@ -14,7 +14,6 @@ from drafter_contracts.engine import Engine
 from drafter_contracts.explain import BEFORE, excerpt, explain_violation, format_failure, render_segments, window
 from drafter_contracts.fixtures import policy_mutants as pm
 from drafter_contracts.fixtures.producers import convention_dataset_dir
-from drafter_contracts.spans import chatml
 
 MAX_LEN = 2048
 
@@ -57,7 +56,7 @@ def test_every_offending_token_in_the_window_is_marked(engine):
     """Shifted right: each <|im_end|> of the row is supervised; all of them in the window are marked, not only the first."""
     result, v = _violation(engine, "mask_on_assistant_spans")
     ids, mask, _ = engine.row(v.row)
-    w = window(ids, mask, chatml.label(ids, np.array([0, len(ids)]), engine.profile, MAX_LEN).role, 0,
+    w = window(ids, mask, engine.oracle.label(ids, np.array([0, len(ids)]), MAX_LEN).role, 0,
                engine.vocab, offending=None)
     e = explain_violation(result, v, engine)
     offending = [s for s in e.window.segments if s.offending]

@@ -39,7 +39,8 @@ def test_the_file_pins_what_the_dataset_holds(pinned, clean_dataset, tokenizer_d
         if "=" in line and not line.startswith("#") and not line.startswith("description"):
             assert "#" in line, line
     c = load_contract(pinned)
-    assert c.expected_count == 2000 and c.max_len == 4096 and c.mask.completeness == "off"
+    assert c.expected_count == 2000 and c.max_len == 4096
+    assert c.mask.convention == "speculators-regex" and c.mask.completeness == "all"  # inferred from the fixture's masks
 
 
 def test_the_pinned_contract_passes_its_dataset(pytester, pinned, clean_dataset):
@@ -113,7 +114,7 @@ def test_init_without_a_tokenizer_pins_types_and_lengths(tmp_path):
     assert dict(c.columns) == open_dataset(folder).column_types()  # as found (datasets makes input_ids int32)
     assert c.columns["loss_mask"] == "list<int64>"
     assert c.tokenizer is None and (c.min_len, c.max_len) == (2, 3) and c.min_supervised == 2
-    assert "No per-role totals" in out.read_text()
+    assert "No tokenizer was given, so the convention could not be inferred" in out.read_text()
 
 
 def test_the_mask_section_comes_from_one_swappable_function(tmp_path):

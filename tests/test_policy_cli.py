@@ -57,7 +57,7 @@ def test_per_turn_rows_fail_the_default_contract_with_a_decoded_row(pytester, pe
 
 def test_mask_policy_option_overrides_the_contract(pytester, per_turn, tokenizer_dir):
     """The default contract plus the per-turn keys on the command line accepts per-turn rows."""
-    keys = ("end_of_turn=true", "newline_after_end=true", "turns=last", "completeness=last", "reasoning_opener=context")
+    keys = ("end_of_turn=true", "newline_after_end=true", "turns=last", "completeness=last", "prompt_context=last")
     args = [f"--mask-policy={k}" for k in keys]
     result, summary = run(pytester, f"--dataset-path={per_turn}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
                           f"--expected-count={summary_rows(per_turn)}", *args)
