@@ -21,6 +21,7 @@ import pytest
 
 from drafter_contracts.errors import UsageProblem
 from drafter_contracts.fixtures import real_templates as rt
+from drafter_contracts.fixtures.template_table import TEMPLATE_DEFECTS
 from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
 from drafter_contracts.spans.resolve import make_oracle
 from drafter_contracts.spans.truth import CharClass, TemplateRejected, check_labels, render_truth
@@ -31,14 +32,7 @@ TAGGED = tuple(n for n in NAMES if rt.has_generation_tags(rt.template_text(n)))
 DEFAULT_N, SLOW_N, SLOW_LONG = 8, 40, 2
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "real-templates.md"
 
-#: Templates whose renderings the oracle cannot label as the truth does, each for a defect of
-#: the template itself (strict: a pass fails the run, then remove the entry).
-_HEADERLESS_TOOL_ROUND = ("template defect: a second round of tool calls is rendered inside the open tool-outputs block ('<｜tool▁output▁end｜>\\n<｜tool▁call▁begin｜>…', no '<｜tool▁outputs▁end｜>' and no assistant header); the oracle reads the call as tool output")
-_HEADERLESS_ANSWER = ("template defect: an assistant message that follows tool responses is rendered after '<turn|>' with no model header; the oracle reads it as text outside any turn (turns_well_formed reports such rows), the truth as assistant content")
-XFAIL: dict[str, str] = {
-    **dict.fromkeys(("deepseekv3", "deepseekv3_training"), _HEADERLESS_TOOL_ROUND),
-    **dict.fromkeys(("gemma4", "gemma4_v3", "gemma4_v4"), _HEADERLESS_ANSWER),
-}
+XFAIL = TEMPLATE_DEFECTS
 
 
 def _param(name: str):

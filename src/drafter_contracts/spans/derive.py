@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..paths import atomic_write_text, cache_root
 from ..vocab import Vocabulary
 from .labels import Role
 from .profile import CompiledProfile, Header, Pair, SubSpan, TemplateProfile
@@ -55,7 +54,33 @@ class Render:
     spans: list[tuple[int, int]]  # token range [a, b) of each sentinel
 
 
+def content_parts(messages: list[dict]) -> list[dict]:
+    """The same messages with string content as a list of text parts (``[{"type": "text", ...}]``).
+
+    Multimodal templates (SmolVLM, Idefics3, LLaVA-NeXT) read only part lists and drop or reject
+    plain strings; a probe in this form lets their turn markers be seen, and judged.
+    """
+    out = []
+    for m in messages:
+        m = dict(m)
+        if isinstance(m.get("content"), str):
+            m["content"] = [{"type": "text", "text": m["content"]}]
+        out.append(m)
+    return out
+
+
 def _render(vocab: Vocabulary, messages: list[dict], sentinels: list[str], **kwargs: Any) -> Render:
+    try:
+        return _render_as(vocab, messages, sentinels, **kwargs)
+    except DerivationFailed:
+        try:  # a template that reads only content-part lists renders the probe in that form
+            return _render_as(vocab, content_parts(messages), sentinels, **kwargs)
+        except DerivationFailed:
+            pass
+        raise
+
+
+def _render_as(vocab: Vocabulary, messages: list[dict], sentinels: list[str], **kwargs: Any) -> Render:
     try:
         text = vocab.render_chat(messages, **kwargs)
     except Exception as exc:  # templates raise anything (TemplateError, their own exceptions)
@@ -288,9 +313,8 @@ def _self_check(vocab: Vocabulary, profile: TemplateProfile, probe: Render, conv
 # --------------------------------------------------------------------------- cache
 
 def _cache_path(vocab: Vocabulary) -> Path:
-    from ..paths import cache_root
-
-    key = hashlib.sha256(f"{vocab.fingerprint}\0{vocab.chat_template}\0{DERIVE_VERSION}".encode()).hexdigest()[:20]
+    code = b"".join((Path(__file__).parent / f).read_bytes() for f in ("derive.py", "profile.py"))  # no stale learning
+    key = hashlib.sha256(f"{vocab.fingerprint}\0{vocab.chat_template}\0{DERIVE_VERSION}\0".encode() + code).hexdigest()[:20]
     return cache_root() / "profiles" / f"derived-{key}.json"
 
 
@@ -307,13 +331,9 @@ def cached_derivation(vocab: Vocabulary) -> TemplateProfile:
         except DerivationFailed as exc:
             doc = {"error": str(exc)}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".derived-", dir=path.parent)
-            with os.fdopen(fd, "w") as fh:
-                json.dump(doc, fh)
-            os.replace(tmp, path)
+            atomic_write_text(path, json.dumps(doc))
         except OSError:
-            pass
+            pass  # an unwritable cache costs time, not correctness
     if "error" in doc:
         raise DerivationFailed(doc["error"])
     return TemplateProfile.from_json(doc["profile"])

@@ -82,7 +82,7 @@ def _code_hash() -> str:
     """What a cached choice depends on besides the tokenizer: the labelling and verification code."""
     here = Path(__file__).parent
     h = hashlib.sha256(str(RESOLVE_VERSION).encode())
-    for name in ("builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py"):
+    for name in ("resolve.py", "builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py"):
         p = here / name
         h.update(p.read_bytes() if p.is_file() else b"")
     return h.hexdigest()[:16]
@@ -160,11 +160,9 @@ def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
         tried.append(("the derived profile", verdict))
         derived_note = ""
     closest = min(tried, key=lambda t: t[1].mismatches) if tried else None
-    parts = []
+    parts = [derived_note] if derived_note else []  # what could not be learnt comes first: it is the cause
     if closest is not None:
         parts.append(f"closest: {closest[0]}, {closest[1].mismatches} mislabelled tokens, first at {closest[1].first}")
-    if derived_note:
-        parts.append(derived_note)
     return {"error": f"{where}: no template profile labels its chat template's renderings exactly ("
                      + "; ".join(parts or ["no built-in family has its special tokens"])
                      + f"); pass the tokenizer that produced the dataset, or --template-profile with one of {choices} "

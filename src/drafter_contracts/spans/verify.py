@@ -144,6 +144,7 @@ def _reads(template: str, name: str) -> bool:
 def probe_renderings(vocab: Vocabulary) -> ProbeSet:
     """Render every probe (whole and per turn) with ground truth; ProbesUnavailable if none can be."""
     from . import truth
+    from .derive import content_parts
 
     if not vocab.chat_template:
         raise ProbesUnavailable("the tokenizer has no chat_template")
@@ -155,6 +156,7 @@ def probe_renderings(vocab: Vocabulary) -> ProbeSet:
                 continue
             label = name + "".join(f" {k}={v}" for k, v in switch.items())
             variants = (messages, _string_args(messages)) if any(m.get("tool_calls") for m in messages) else (messages,)
+            variants += (content_parts(messages),)  # templates that read only content-part lists
             problem = None
             for msgs in variants:
                 try:
