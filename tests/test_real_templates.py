@@ -21,7 +21,7 @@ import pytest
 
 from drafter_contracts.errors import UsageProblem
 from drafter_contracts.fixtures import real_templates as rt
-from drafter_contracts.fixtures.template_table import TEMPLATE_DEFECTS
+from drafter_contracts.fixtures.template_table import TEMPLATE_DEFECTS, handling
 from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
 from drafter_contracts.spans.resolve import make_oracle
 from drafter_contracts.spans.truth import CharClass, TemplateRejected, check_labels, render_truth
@@ -31,6 +31,7 @@ TAGGED = tuple(n for n in NAMES if rt.has_generation_tags(rt.template_text(n)))
 #: Conversations per template in the default run, and in the slow sweep (plus long rows there).
 DEFAULT_N, SLOW_N, SLOW_LONG = 8, 40, 2
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "real-templates.md"
+TEMPLATES_DOC = DOCS.with_name("templates.md")
 
 XFAIL = TEMPLATE_DEFECTS
 
@@ -211,3 +212,11 @@ def collection_order(item: pytest.Item) -> tuple[str, str]:
     params = item.callspec.params if hasattr(item, "callspec") else {}
     name = params.get("name") or params.get("vendor") or ""
     return (rt.vendor_of(name).name if name in NAMES else name, name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_docs_template_table_is_current(name: str) -> None:
+    """docs/templates.md shows, for every template, what auto does with it (regenerate: python -m
+    drafter_contracts.fixtures.template_table)."""
+    row = handling(name).row()
+    assert row in TEMPLATES_DOC.read_text("utf-8").splitlines(), f"docs/templates.md is stale; its row must read: {row}"

@@ -15,17 +15,18 @@ import sys
 
 
 def _demo(args: argparse.Namespace, passthrough: list[str]) -> int:
-    from .fixtures.generate import fixture_dataset_dir
-    from .fixtures.tokenizer import qwen36_tokenizer_dir
-
     from pathlib import Path
+
+    from .builtin_tokenizer import builtin_tokenizer_dir
+    from .fixtures.generate import demo_dataset_dir
 
     from .errors import UsageProblem
     from .init_contract import run_init
 
-    print(f"building (or reusing) the demo fixtures: Qwen3.6 tokenizer and a {args.rows:,}-row dataset ...", flush=True)
-    tokenizer = qwen36_tokenizer_dir()
-    dataset = fixture_dataset_dir(args.rows, args.seed)
+    print(f"building (or reusing) the demo fixtures: the Qwen3.6 tokenizer with its real chat template and a "
+          f"{args.rows:,}-row dataset rendered through it ...", flush=True)
+    tokenizer = builtin_tokenizer_dir()
+    dataset = demo_dataset_dir(args.rows, args.seed)
     # The README's flow: init on a known-good dataset, then gate with the contract it wrote.
     contract = Path(args.report_dir) / "demo-contract.toml"
     try:
