@@ -67,6 +67,9 @@ class Masker:
     convention: str | None = None
     #: the chat template the masker renders with, when it is not the tokenizer's own (hf's tagged copy)
     chat_template: str | None = None
+    #: the text a regex masker takes for an assistant turn opener on a tokenizer (None: it has none), so a
+    #: defect that needs that text typed in user text knows whether a run drew it
+    turn_opener: Callable[[Any], str | None] | None = None
 
     def __repr__(self) -> str:
         return f"Masker({self.name!r}, {self.version!r})"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import warnings
 from contextlib import contextmanager
@@ -151,10 +152,17 @@ def _regex_era_masker(pre: ModuleType, found: str, defects: dict[str, KnownDefec
             return None  # speculators dropped it (it logs the reason)
         return out["input_ids"][0], out["loss_mask"][0]
 
+    def turn_opener(tokenizer: Any) -> str | None:
+        """The literal text speculators' detected regex opens an assistant span on (its role marker)."""
+        pattern = mask_path(tokenizer)
+        if pattern is None:
+            return None
+        return re.sub(r"\\(.)", r"\1", pattern.split("((?:", 1)[0], flags=re.DOTALL)
+
     speculators_masker.logged = []  # type: ignore[attr-defined]  # what speculators logged on the last call
     return Masker(name="speculators", fn=speculators_masker, version=f"speculators {found}",
                   probe=lambda tok: bool(pre._supports_assistant_mask(tok)), known_defects=defects,
-                  convention="speculators-regex")
+                  convention="speculators-regex", turn_opener=turn_opener)
 
 
 def _boundary_masker(pre: ModuleType, found: str, defects: dict[str, KnownDefect]) -> Masker:

@@ -39,6 +39,15 @@ class PropertyContext:
         self.tagged_template = tagged_template  # a generation-tagged copy of the template, for the probe property
         self.policy_source = policy_source
         self.markers = markers  # the template's assistant header strings the strategies type into user text
+        opener = masker.turn_opener(tokenizer) if masker.turn_opener is not None else None
+        #: the typed headers that hold what the masker takes for a turn opener (all of them without one)
+        self.opener_headers = tuple(h for h in markers.headers if opener is None or opener in h)
+        self.notes: dict[str, str] = {}  # precondition -> why a run cannot draw it, for "not exercised"
+        if opener is not None and not self.opener_headers:
+            self.notes["assistant_header_in_text"] = (
+                f"the masker opens a turn on {opener!r}, which none of the template's typeable headers "
+                f"({', '.join(map(repr, markers.headers)) or 'none'}) holds: typing it would forge a whole turn, "
+                "which no oracle can tell from a real one")
 
     def __repr__(self) -> str:
         return f"<{self.describe()}>"

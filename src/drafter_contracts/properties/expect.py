@@ -31,7 +31,8 @@ import pytest
 
 #: Preconditions a known defect can need: name -> what it means, for the verdicts.
 PRECONDITIONS: dict[str, str] = {
-    "assistant_header_in_text": "system or user text holding the template's assistant header",
+    "assistant_header_in_text": "system or user text holding the template's assistant header (as the masker "
+                                "opens a turn on it, for a masker that says)",
     "unknown_role_rejected": "a conversation with an unknown role that the template rejects",
 }
 
@@ -93,8 +94,9 @@ def settle(ctx: Any, name: str, prop: Callable[[], None], tally: Tally,
     if defect is None:
         return
     if defect.needs is not None and tally.drawn[defect.needs] == 0:
+        why = getattr(ctx, "notes", {}).get(defect.needs)
         pytest.skip(f"known defect of {ctx.masker.version} not exercised: none of {tally.examples} examples drew "
-                    f"{PRECONDITIONS[defect.needs]} ({defect.reason})")
+                    f"{PRECONDITIONS[defect.needs]}" + (f" ({why})" if why else "") + f". The defect: {defect.reason}")
     drew = (f"; {tally.drawn[defect.needs]} of them drew {PRECONDITIONS[defect.needs]}" if defect.needs else "")
     pytest.fail(f"known defect of {ctx.masker.version} not reproduced in {tally.examples} examples{drew}: "
                 f"{defect.reason}. If it is fixed in this version, remove its known-defects entry; otherwise run "

@@ -141,7 +141,7 @@ def test_mask_is_sound(ctx: PropertyContext) -> None:
     @given(conv=_conversations(ctx), max_len=cs.max_lengths())
     def prop(conv: dict[str, Any], max_len: int) -> None:
         tally.example()
-        tally.saw("assistant_header_in_text", header_in_text(conv, ctx.markers.headers))
+        tally.saw("assistant_header_in_text", header_in_text(conv, ctx.opener_headers))
         for row in rows_of(ctx, conv, max_len) or []:
             aligned(ctx, conv, max_len, row, tally)
             labels = ctx.oracle.labels_for(row[0], max_len)
