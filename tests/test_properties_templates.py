@@ -201,8 +201,16 @@ def test_text_marked_training_templates_are_refused() -> None:
 # --------------------------------------------------------------------------- slow: every tagged template
 
 
+#: Tagged templates whose own renderings the oracle cannot label (tests/test_real_templates.py's XFAIL): a
+#: template defect, so the properties' verdict on them is no verdict on the masker.
+TEMPLATE_DEFECTS = {"deepseekv3_training": "template defect: a second tool-call round is rendered inside the open "
+                                           "tool-outputs block with no assistant header; the oracle reads it as tool output"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("training", [n for n in TAGGED if n not in REFUSED])
+@pytest.mark.parametrize("training", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=TEMPLATE_DEFECTS[n]))
+    if n in TEMPLATE_DEFECTS else n for n in TAGGED if n not in REFUSED])
 def test_hf_holds_on_every_tagged_trl_template(training: str) -> None:
     """All six hypothesis properties, ci profile, ``--masker=hf --chat-template FILE`` with the vendor's tokenizer."""
     ctx = hf_context(training)
