@@ -28,6 +28,7 @@ Usage::
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -61,20 +62,35 @@ _SPECIAL = st.sampled_from(SPECIAL_STRINGS[:4] * 2 + SPECIAL_STRINGS)
 _EDGE = st.sampled_from(("",) * 4 + _WHITESPACE)
 
 
+@lru_cache(maxsize=16)
+def _special_pool(markers: tuple[str, ...]) -> st.SearchStrategy[str]:
+    """The strings a special draw picks from: the template's own header strings half of the time."""
+    return st.one_of(st.sampled_from(markers), _SPECIAL) if markers else _SPECIAL
+
+
 @st.composite
-def _text(draw: st.DrawFn, specials: bool, min_pieces: int, max_pieces: int) -> str:
+def _text(draw: st.DrawFn, specials: bool, min_pieces: int, max_pieces: int, markers: tuple[str, ...] = ()) -> str:
     parts = draw(st.lists(_PIECE, min_size=min_pieces, max_size=max_pieces))
     if specials and draw(st.booleans()):
-        parts.insert(draw(st.integers(0, len(parts))), draw(_SPECIAL))
+        at = draw(st.integers(0, len(parts)))
+        special = draw(_special_pool(markers))
+        if markers and special in markers:
+            # text after the header, so a mask that takes it for a turn has something to supervise
+            parts.insert(at, special + draw(st.sampled_from(_WORDS)))
+        else:
+            parts.insert(at, special)
     return draw(_SEP).join(parts)
 
 
-def message_text(*, specials: bool = False, min_pieces: int = 0, max_pieces: int = 8) -> st.SearchStrategy[str]:
+def message_text(*, specials: bool = False, min_pieces: int = 0, max_pieces: int = 8,
+                 markers: tuple[str, ...] = ()) -> st.SearchStrategy[str]:
     """Text of one message: a mix of words, CJK, emoji, code, whitespace and free characters.
 
-    ``specials=True`` may add one special-token or role-marker string (system/user text).
+    ``specials=True`` may add one special-token or role-marker string (system/user text);
+    ``markers`` (the template's own assistant header strings, ``properties.markers``) are
+    then half of the strings it picks from, each followed by a word.
     """
-    return _text(specials, min_pieces, max_pieces)
+    return _text(specials, min_pieces, max_pieces, tuple(markers))
 
 
 _PLAIN = message_text()
@@ -158,19 +174,18 @@ def assistant_message(draw: st.DrawFn, *, reasoning: bool = True, calls: int = 0
     return msg
 
 
-def user_message(*, specials: bool = True, long: bool = False) -> st.SearchStrategy[dict[str, Any]]:
+def user_message(*, specials: bool = True, long: bool = False,
+                 markers: tuple[str, ...] = ()) -> st.SearchStrategy[dict[str, Any]]:
     """A real user query: starts with a word (never with ``<tool_response>``, which marks tool output)."""
-    return _USER[(specials, long)]
+    return _user(specials, long, tuple(markers))
 
 
-def _user(specials: bool, long: bool) -> st.SearchStrategy[dict[str, Any]]:
-    body = _WITH_SPECIALS if specials else _PLAIN
+@lru_cache(maxsize=64)
+def _user(specials: bool, long: bool, markers: tuple[str, ...] = ()) -> st.SearchStrategy[dict[str, Any]]:
+    body = (_WITH_SPECIALS if not markers else message_text(specials=True, markers=markers)) if specials else _PLAIN
     if long:
         body = st.one_of(body, body, body, _LONG)
     return st.builds(lambda w, b, e: {"role": "user", "content": w + " " + b + e}, st.sampled_from(_WORDS), body, _EDGE)
-
-
-_USER = {(s, lg): _user(s, lg) for s in (False, True) for lg in (False, True)}
 _TOOL_CONTENT = st.one_of(_PLAIN, json_values.map(lambda v: json.dumps(v, ensure_ascii=False)))
 
 
@@ -190,9 +205,10 @@ def _tool_round(draw: st.DrawFn, reasoning: bool) -> list[dict[str, Any]]:
 
 
 @st.composite
-def _exchange(draw: st.DrawFn, reasoning: bool, tool_use: bool, special_text: bool, long_turns: bool) -> list[dict[str, Any]]:
+def _exchange(draw: st.DrawFn, reasoning: bool, tool_use: bool, special_text: bool, long_turns: bool,
+              markers: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """user → zero or more tool rounds → assistant answer."""
-    msgs = [draw(_USER[(special_text, long_turns)])]
+    msgs = [draw(_user(special_text, long_turns, markers))]
     if tool_use:
         for round_ in draw(st.lists(_tool_round(reasoning), max_size=2)):
             msgs.extend(round_)
@@ -202,18 +218,22 @@ def _exchange(draw: st.DrawFn, reasoning: bool, tool_use: bool, special_text: bo
 
 @st.composite
 def conversations(draw: st.DrawFn, *, max_exchanges: int = 3, reasoning: bool = True, tool_use: bool = True,
-                  special_text: bool = True, long_turns: bool = True) -> Conversation:
+                  special_text: bool = True, long_turns: bool = True, markers: tuple[str, ...] = ()) -> Conversation:
     """A valid conversation: [system] then exchanges of user → (tool rounds) → assistant.
 
     A tool round is an assistant message with one or more calls followed by one tool
     message per call (consecutive tool responses share one template turn). Exchanges and
     rounds are hypothesis lists, so a failing example shrinks by dropping whole turns.
+    ``markers``: the assistant header strings of the template under test
+    (``properties.markers.template_markers``), typed into system and user text.
     """
+    markers = tuple(markers)
     msgs: list[dict[str, Any]] = []
-    system = draw(st.none() | (_EDGED_SPECIAL if special_text else _EDGED_PLAIN))
+    special = _EDGED_SPECIAL if not markers else _system_text(markers)
+    system = draw(st.none() | (special if special_text else _EDGED_PLAIN))
     if system is not None:
         msgs.append({"role": "system", "content": system})
-    for exchange in draw(st.lists(_exchange(reasoning, tool_use, special_text, long_turns), min_size=1,
+    for exchange in draw(st.lists(_exchange(reasoning, tool_use, special_text, long_turns, markers), min_size=1,
                                   max_size=max_exchanges)):
         msgs.extend(exchange)
     used = sorted({c["function"]["name"] for m in msgs for c in m.get("tool_calls") or []})
@@ -223,13 +243,18 @@ def conversations(draw: st.DrawFn, *, max_exchanges: int = 3, reasoning: bool = 
 
 
 _EDGED_SPECIAL = edged(_WITH_SPECIALS)
+
+
+@lru_cache(maxsize=16)
+def _system_text(markers: tuple[str, ...]) -> st.SearchStrategy[str]:
+    return edged(message_text(specials=True, markers=markers))
 UNKNOWN_ROLES = ("narrator", "critic", "function", "gpt-4o", "observation")
 
 
 @st.composite
-def invalid_conversations(draw: st.DrawFn) -> Conversation:
+def invalid_conversations(draw: st.DrawFn, markers: tuple[str, ...] = ()) -> Conversation:
     """A conversation a strict ChatML template refuses: no user query, an unknown role, or a late system prompt."""
-    base = draw(conversations(max_exchanges=2, long_turns=False))
+    base = draw(conversations(max_exchanges=2, long_turns=False, markers=tuple(markers)))
     msgs = list(base["messages"])
     kind = draw(st.sampled_from(("no_user", "unknown_role", "late_system")))
     if kind == "no_user":

@@ -18,9 +18,14 @@ Optional attributes a masker may carry, read with ``getattr``:
   check it neither crashes on a strict template nor answers wrongly);
 * ``turns``: ``"all"`` (every assistant turn of a row is supervised, default) or
   ``"last"`` (only the row's last assistant turn);
-* ``mask_policy``: ``{"end_of_turn": bool, "newline_after_end": bool}`` the producer is
-  meant to follow, used when no ``--contract`` is given;
-* ``version``: what is under test (known defects are tied to it).
+* ``convention``: the producer convention it follows (``docs/conventions.md``: e.g.
+  ``"speculators-regex"``, ``"generation-tags"``, ``"speculators-per-turn"``), which decides
+  the mask policy when no ``--contract`` is given;
+* ``mask_policy``: ``{"end_of_turn": bool, "newline_after_end": bool}`` keys over that
+  convention (or over the default contract's, without one);
+* ``version``: what is under test (known defects are tied to it);
+* ``known_defects``: ``{property name: reason}`` (or :class:`KnownDefect`), recorded
+  failures the suite expects (see ``docs/properties.md``, "Known defects and exit codes").
 """
 
 from __future__ import annotations
@@ -30,6 +35,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Row = tuple[list[int], list[bool]]
+
+
+@dataclass(frozen=True)
+class KnownDefect:
+    """A recorded failure of one property for one masker version.
+
+    ``needs`` names the precondition the failure depends on (a key of
+    ``properties.preconditions.PRECONDITIONS``), so a run that never drew it can say the
+    defect was not exercised instead of calling it fixed; None: every example exercises it.
+    """
+
+    reason: str
+    needs: str | None = None
 MaskerFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, Any, int], Any]
 
 
@@ -43,8 +61,15 @@ class Masker:
     turns: str = "all"
     mask_policy: dict[str, Any] = field(default_factory=dict)
     probe: Callable[[Any], bool] | None = None
-    #: property name -> why it fails for this masker/version (strict xfail in the suite)
-    known_defects: dict[str, str] = field(default_factory=dict)
+    #: property name -> the recorded failure of this masker/version (see KnownDefect)
+    known_defects: dict[str, KnownDefect] = field(default_factory=dict)
+    #: the producer convention whose mask policy applies without --contract (None: the contract's)
+    convention: str | None = None
+    #: the chat template the masker renders with, when it is not the tokenizer's own (hf's tagged copy)
+    chat_template: str | None = None
+    #: the text a regex masker takes for an assistant turn opener on a tokenizer (None: it has none), so a
+    #: defect that needs that text typed in user text knows whether a run drew it
+    turn_opener: Callable[[Any], str | None] | None = None
 
     def __repr__(self) -> str:
         return f"Masker({self.name!r}, {self.version!r})"
@@ -72,9 +97,16 @@ def _as_row(row: Any) -> Row:
     return [int(i) for i in ids], [bool(m) for m in mask]
 
 
+def as_defects(raw: dict[str, Any] | None) -> dict[str, KnownDefect]:
+    """``{property: reason | KnownDefect}`` as KnownDefect values (a plain reason has no precondition)."""
+    return {k: v if isinstance(v, KnownDefect) else KnownDefect(str(v)) for k, v in (raw or {}).items()}
+
+
 def from_callable(name: str, fn: MaskerFn) -> Masker:
     """Wrap a user's function, reading its optional attributes."""
+    convention = getattr(fn, "convention", None)
     return Masker(name=name, fn=fn, version=str(getattr(fn, "version", "")),
                   turns=str(getattr(fn, "turns", "all")), mask_policy=dict(getattr(fn, "mask_policy", {}) or {}),
                   probe=getattr(fn, "supports_assistant_mask", None),
-                  known_defects=dict(getattr(fn, "known_defects", {}) or {}))
+                  known_defects=as_defects(getattr(fn, "known_defects", None)),
+                  convention=str(convention) if convention else None)

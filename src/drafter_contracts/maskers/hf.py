@@ -75,4 +75,4 @@ def make_hf_masker(tokenizer: Any, chat_template: str | Path | None = None) -> M
     import transformers
 
     return Masker(name="hf", fn=hf, version=f"transformers {transformers.__version__}",
-                  probe=supports_assistant_mask)
+                  probe=supports_assistant_mask, convention="generation-tags", chat_template=template)

@@ -1,21 +1,29 @@
 """The one door from the properties to the span oracle and the mask policy.
 
-Everything the properties ask of the oracle goes through here, so a richer oracle or
-policy (other template families, completeness rules) is swapped in at this file only.
-Per-row and vectorized: a row is one "shard" of one row for the labeller.
+The properties judge a masker's rows with the same two pieces a dataset run uses: the
+span oracle (``spans.resolve.make_oracle``: a template profile verified against the
+template's own renderings) labels every token with its role, and the mask rules of
+``checks.policy`` (``allowed_tokens`` / ``required_tokens`` over ``MaskFacts``) say which
+tokens may and which must be supervised under the convention's policy
+(``conventions.py``). Nothing here numbers turns or decides completeness on its own, so a
+property and a dataset run can never disagree about what a row should look like. A row
+is one "shard" of one row for the labeller.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .. import conventions
+from ..checks import policy as pol
 from ..checks.spans import disallowed_supervision
-from ..config import MaskPolicy
+from ..config import Contract, MaskPolicy
 from ..explain import LEGEND, excerpt
-from ..spans.labels import ASSISTANT_PARTS, ROLE_NAMES, Labels, Role
+from ..spans.labels import ROLE_NAMES, Labels, Role
 from ..spans.resolve import SpanOracle, make_oracle
 from ..vocab import Vocabulary
 
@@ -24,47 +32,85 @@ def policy_from(values: dict[str, Any] | None, base: MaskPolicy | None = None) -
     """A MaskPolicy with the masker's declared values over ``base`` (the contract's)."""
     base = base or MaskPolicy()
     fields = {k: v for k, v in (values or {}).items() if hasattr(base, k)}
-    return type(base)(**{**base.__dict__, **fields})
+    return dataclasses.replace(base, **fields)
+
+
+def with_template(vocab: Vocabulary, template: str | None) -> Vocabulary:
+    """``vocab`` whose chat template is ``template`` (same tables and backend): the oracle must be the one
+    for the template that renders the rows, which for ``--masker=hf --chat-template FILE`` is FILE."""
+    if template is None or template == vocab.chat_template:
+        return vocab
+    twin = object.__new__(Vocabulary)
+    twin.__dict__.update(vocab.__dict__)
+    # a loaded hf_tokenizer is shared: the oracle's renderings pass chat_template= explicitly
+    twin.chat_template = template
+    return twin
+
+
+def resolve_policy(contract: Contract, spans: SpanOracle, vocab: Vocabulary, convention: str | None,
+                   declared: dict[str, Any] | None, explicit_contract: bool) -> tuple[MaskPolicy, str]:
+    """The mask policy the properties hold the masker to, and one line saying where it comes from.
+
+    ``--contract`` given: its ``[mask]`` (a convention it names is resolved against this template;
+    ``auto``, which needs data, takes the masker's convention). Otherwise the masker's convention
+    (hf: generation-tags, learnt from the template's tags; speculators 0.4-0.7: speculators-regex;
+    0.8+: speculators-per-turn), with the keys it declares on top; a masker that declares no
+    convention gets the default contract's policy with its declared keys.
+    """
+    explicit = frozenset(contract.mask_keys)
+    name = contract.mask.convention
+    if explicit_contract and name != "auto":
+        decision = conventions.resolve(contract, spans, vocab, explicit)
+        return decision.policy, f"the contract {contract.name} ({decision.how})"
+    if convention is None:
+        if name == "auto":
+            name = "speculators-regex"
+        convention = name
+        source = f"{contract.name}'s convention {name}"
+    else:
+        source = f"the masker's convention {convention}"
+    c = dataclasses.replace(contract, mask=dataclasses.replace(contract.mask, convention=convention))
+    decision = conventions.resolve(c, spans, vocab, explicit if explicit_contract else frozenset())
+    policy = policy_from(declared, decision.policy)
+    if declared:
+        source += " with its declared keys " + ", ".join(f"{k}={v}" for k, v in sorted(declared.items()))
+    return policy, f"{source} ({decision.how})"
 
 
 @dataclass
 class Oracle:
     vocab: Vocabulary
     policy: MaskPolicy
-    spans: SpanOracle  # the tokenizer's verified template profile
+    spans: SpanOracle  # the template's verified profile, prompts and whitespace table
 
     @classmethod
     def build(cls, vocab: Vocabulary, policy: MaskPolicy) -> "Oracle":
-        """The tokenizer's template family, as a dataset run would choose it (--template-profile auto)."""
+        """The template's profile, as a dataset run would choose it (--template-profile auto)."""
         return cls(vocab, policy, make_oracle(vocab))
 
     def labels_for(self, ids: list[int] | np.ndarray, max_len: int) -> Labels:
+        return self.spans.label_row(np.asarray(ids, dtype=np.int64), max_len)
+
+    def _row(self, ids: list[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, pol.MaskFacts]:
         arr = np.asarray(ids, dtype=np.int64)
-        return self.spans.label_row(arr, max_len)
+        return arr, np.array([0, len(arr)], dtype=np.int64), self.spans.mask_facts(arr)
 
-    def unsound_tokens(self, mask: list[bool] | np.ndarray, labels: Labels, turns: str = "all") -> np.ndarray:
-        """Bool per token: supervised where the policy forbids it (``turns="last"``: any earlier assistant turn too)."""
-        sup = np.asarray(mask, dtype=bool)
-        bad = disallowed_supervision(sup, labels, self.policy)
-        if turns == "last":
-            bad |= sup & (_turn_index(labels) < _last_assistant_turn(labels))
-        return bad
+    def unsound_tokens(self, mask: list[bool] | np.ndarray, ids: list[int] | np.ndarray, labels: Labels) -> np.ndarray:
+        """Bool per token: supervised where the policy forbids it (``checks.spans.disallowed_supervision``)."""
+        arr, offsets, facts = self._row(ids)
+        return disallowed_supervision(np.asarray(mask, dtype=bool), labels, self.policy, offsets, facts=facts)
 
-    def missing_tokens(self, mask: list[bool] | np.ndarray, labels: Labels, turns: str = "all",
-                       context_until: int = 0) -> np.ndarray:
-        """Bool per token: an assistant content/reasoning/tool-call token left unsupervised.
+    def missing_tokens(self, mask: list[bool] | np.ndarray, ids: list[int] | np.ndarray, labels: Labels,
+                       max_len: int) -> np.ndarray:
+        """Bool per token: required by the policy's completeness (``checks.policy.required_tokens``) yet unsupervised.
 
-        ``turns="last"``: only the row's last assistant turn must be supervised (per-turn
-        rows). Tokens before ``context_until`` are context by the producer's design (the
-        generation prompt a 0.8+ producer renders, e.g. a pre-filled ``<think>``). Header
-        boundary tokens may go either way; a cut at max_len needs nothing past the cut.
+        The rules a dataset run applies: per-turn rows need only their last turn, from where the
+        template's generation prompt stops; a row cut at ``max_len`` needs nothing past the cut.
         """
-        sup = np.asarray(mask, dtype=bool)
-        need = np.isin(labels.role, list(ASSISTANT_PARTS)) & ~labels.boundary
-        if turns == "last":
-            need &= _turn_index(labels) == _last_assistant_turn(labels)
-        need[:context_until] = False
-        return need & ~sup
+        arr, offsets, facts = self._row(ids)
+        turns = pol.turns_of(labels, offsets, facts.joins_blocks) if pol.needs_turns(self.policy) else None
+        need = pol.required_tokens(arr, offsets, labels, turns, self.policy, max_len, facts.newline_lead, facts)
+        return need & ~np.asarray(mask, dtype=bool)
 
     def show(self, ids: list[int], mask: list[bool], position: int, max_len: int) -> str:
         """A decoded window of the row around ``position``: roles and supervised tokens marked."""
@@ -74,17 +120,12 @@ class Oracle:
     def role_name(self, labels: Labels, position: int) -> str:
         return ROLE_NAMES[Role(int(labels.role[position]))]
 
-
-def _turn_index(labels: Labels) -> np.ndarray:
-    """Turn number of each token: turns open at HEADER runs."""
-    opens = (labels.role == Role.HEADER) & ~np.concatenate(([False], labels.role[:-1] == Role.HEADER))
-    return np.cumsum(opens)
-
-
-def _last_assistant_turn(labels: Labels) -> int:
-    turn = _turn_index(labels)
-    assistant = np.isin(labels.role, list(ASSISTANT_PARTS) + [Role.ASSISTANT_END])
-    return int(turn[assistant].max()) if assistant.any() else -1
+    def describe_policy(self) -> str:
+        p = self.policy
+        keys = ("content", "reasoning_final", "reasoning_earlier", "tool_calls", "end_of_turn", "newline_after_end",
+                "header", "turns", "completeness", "prompt_context", "empty_reasoning")
+        shown = ", ".join(f"{k}={getattr(p, k)}" for k in keys)
+        return shown + (f", optional={','.join(p.optional)}" if p.optional else "")
 
 
-__all__ = ["LEGEND", "Oracle", "policy_from"]
+__all__ = ["LEGEND", "Oracle", "policy_from", "resolve_policy", "with_template"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import warnings
 from contextlib import contextmanager
@@ -34,29 +35,30 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import UsageProblem
-from . import Masker
+from . import KnownDefect, Masker
 
 PATH_ENV = "DRAFTER_SPECULATORS_PATH"
 _PREPROCESSING = "speculators.data_generation.preprocessing"
 
 #: Genuine defects the properties found in released speculators versions, with the
-#: property that shows each. The suite keeps them as strict xfails tied to the version,
-#: so an upstream fix shows up as an unexpected pass. README "Known producer defects".
-KNOWN_DEFECTS: dict[str, dict[str, str]] = {
+#: property that shows each and the precondition it needs. The suite expects them, tied to
+#: the version: reproduced is an xfail; drawn but not reproduced fails the run (fixed
+#: upstream, or too few examples); never drawn is a skip saying so (docs/properties.md).
+KNOWN_DEFECTS: dict[str, dict[str, KnownDefect]] = {
     "0.7.0": {
-        "test_mask_is_sound": (
-            "the regex mask reads decoded text, so a turn opener typed inside user text "
-            "('<|im_start|>assistant\\n', which tokenizes to the real control tokens) makes the rest of that "
-            "user message supervised"),
-        "test_invalid_conversation_is_rejected_or_skipped": (
+        "test_mask_is_sound": KnownDefect(
+            "the regex mask reads decoded text, so the template's assistant header typed inside user text "
+            "(e.g. '<|im_start|>assistant\\n', which tokenizes to the real control tokens) makes the rest of that "
+            "user message supervised", needs="assistant_header_in_text"),
+        "test_invalid_conversation_is_rejected_or_skipped": KnownDefect(
             "_normalize_conversation drops messages with an unknown role (a logged warning), so a conversation "
-            "the strict template rejects becomes a row of the remaining turns"),
+            "the strict template rejects becomes a row of the remaining turns", needs="unknown_role_rejected"),
     },
     "0.9.0": {
-        "test_invalid_conversation_is_rejected_or_skipped": (
+        "test_invalid_conversation_is_rejected_or_skipped": KnownDefect(
             "_normalize_conversation maps an unknown role to 'assistant' (meant for model-named on-policy turns), "
             "so a conversation the strict template rejects becomes rows in which that message is an assistant "
-            "turn (supervised whenever it has context before it)"),
+            "turn (supervised whenever it has context before it)", needs="unknown_role_rejected"),
     },
 }
 
@@ -130,7 +132,7 @@ def make_speculators_masker(path: Path | None = None) -> Masker:
     return _regex_era_masker(pre, found, defects)
 
 
-def _regex_era_masker(pre: ModuleType, found: str, defects: dict[str, str]) -> Masker:
+def _regex_era_masker(pre: ModuleType, found: str, defects: dict[str, KnownDefect]) -> Masker:
     patterns: dict[int, str | None] = {}
 
     def mask_path(tokenizer: Any) -> str | None:
@@ -150,12 +152,20 @@ def _regex_era_masker(pre: ModuleType, found: str, defects: dict[str, str]) -> M
             return None  # speculators dropped it (it logs the reason)
         return out["input_ids"][0], out["loss_mask"][0]
 
+    def turn_opener(tokenizer: Any) -> str | None:
+        """The literal text speculators' detected regex opens an assistant span on (its role marker)."""
+        pattern = mask_path(tokenizer)
+        if pattern is None:
+            return None
+        return re.sub(r"\\(.)", r"\1", pattern.split("((?:", 1)[0], flags=re.DOTALL)
+
     speculators_masker.logged = []  # type: ignore[attr-defined]  # what speculators logged on the last call
     return Masker(name="speculators", fn=speculators_masker, version=f"speculators {found}",
-                  probe=lambda tok: bool(pre._supports_assistant_mask(tok)), known_defects=defects)
+                  probe=lambda tok: bool(pre._supports_assistant_mask(tok)), known_defects=defects,
+                  convention="speculators-regex", turn_opener=turn_opener)
 
 
-def _boundary_masker(pre: ModuleType, found: str, defects: dict[str, str]) -> Masker:
+def _boundary_masker(pre: ModuleType, found: str, defects: dict[str, KnownDefect]) -> Masker:
     from .render_server import RenderServer
 
     servers: dict[int, RenderServer] = {}
@@ -178,4 +188,4 @@ def _boundary_masker(pre: ModuleType, found: str, defects: dict[str, str]) -> Ma
     speculators_masker.logged = []  # type: ignore[attr-defined]
 
     return Masker(name="speculators", fn=speculators_masker, version=f"speculators {found}", turns="last",
-                  mask_policy={"end_of_turn": True, "newline_after_end": True}, known_defects=defects)
+                  known_defects=defects, convention="speculators-per-turn")
