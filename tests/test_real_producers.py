@@ -225,7 +225,20 @@ MUTANT_BASE: dict[str, str] = {
     "muse_glimmer": "generation-tags:muse_glimmer_training", "specforge-llama3": "specforge:llama3_1@llama3",
 }
 #: (family, mutant) pairs that do not apply, and why (the family's rows hold no such part).
-NOT_APPLICABLE: dict[tuple[str, str], str] = {}
+_NO_TOOLS = "the family's template renders no tool calls, so its rows hold no tool response (real_templates.Rules)"
+_NO_REASONING = "the family's template renders no reasoning field (real_templates.Rules)"
+NOT_APPLICABLE: dict[tuple[str, str], str] = {
+    **{(f, m): _NO_TOOLS for f in ("gemma", "deepseek", "phi3", "cohere") for m in ("tool_text", "tool_responses_supervised")},
+    **{(f, "reasoning_dropped"): _NO_REASONING for f in ("llama3", "gemma", "phi3", "cohere", "specforge-llama3")},
+    ("phi3", "typed_header"): "Phi-3's header '<|assistant|>\\n' is one special token plus a newline: typed as plain "
+                              "text it splits where the clean row's BPE does not, so no row takes the insertion cleanly",
+}
+#: Mutants the convention learnt from the template accepts, and why (the suite must pass them).
+ACCEPTED: dict[tuple[str, str], str] = {
+    ("glm4moe", "header"): "GLM-4.5's training tags enclose part of the assistant header, so the generation-tags "
+                           "convention learnt from them makes the header optional ('optional: header' in the summary); "
+                           "the scaffold before an assistant message is in-turn by the truth too",
+}
 DEFAULT_MUTANT_FAMILIES = ("qwen", "gemma4", "gptoss")
 MUTANTS = (*rm.MUTANTS, "tool_responses_supervised")
 
@@ -249,6 +262,9 @@ def test_mutant_is_caught(family: str, mutant: str, tmp_path: Path) -> None:
     assert (family, mutant) not in NOT_APPLICABLE, f"{family}-{mutant} applies now: remove its NOT_APPLICABLE entry"
     edits, path = got
     verdict = rp.run_suite(path, rt.template_vocabulary(job.template))
+    if (family, mutant) in ACCEPTED:
+        assert verdict.ok, f"{family}-{mutant}: recorded as accepted by the learnt convention, but {verdict.failing}"
+        return
     assert verdict.convention == ALL[MUTANT_BASE[family]].convention or MUTANT_BASE[family] in COINCIDES, verdict.how
     failing = {test: set(rows) for test, rows in verdict.failing.items()}
     for test in set(failing) - {ON, COVERS}:
