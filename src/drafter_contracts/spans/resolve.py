@@ -33,7 +33,7 @@ from .labels import Labels
 from .profile import CompiledProfile, TemplateProfile
 
 AUTO = "auto"
-RESOLVE_VERSION = 1
+RESOLVE_VERSION = 2  # 2: generation prompts of templates that close a finished conversation (Phi-3)
 
 
 def profile_names() -> tuple[str, ...]:
@@ -210,7 +210,7 @@ def generation_prompts(vocab: Vocabulary) -> tuple[tuple[int, ...], ...]:
                 full = vocab.render_chat(messages, tools=tl, add_generation_prompt=True, **sw)
             except Exception:  # templates raise anything on a context they do not take
                 continue
-            if not full.startswith(base):
+            if not full.startswith(base) and not _ends_the_conversation(base, full, messages[-1]):
                 continue
             a, b = vocab.encode_with_offsets(base)[0], vocab.encode_with_offsets(full)[0]
             k = 0
@@ -218,6 +218,21 @@ def generation_prompts(vocab: Vocabulary) -> tuple[tuple[int, ...], ...]:
                 k += 1
             out[tuple(b[k:])] = None
     return tuple(out)
+
+
+def _ends_the_conversation(base: str, full: str, last: dict[str, Any]) -> bool:
+    """The rendering without the prompt parts from the one with it only after the last message: the template
+    closes a finished conversation with a suffix of its own (Phi-3 appends ``<|endoftext|>``), which the prompt
+    replaces. History before that point is the same, so what the prompt adds is still its tokens after the
+    common prefix."""
+    k = 0
+    while k < min(len(base), len(full)) and base[k] == full[k]:
+        k += 1
+    content = last.get("content")
+    if not isinstance(content, str) or not content:
+        return False
+    at = base.rfind(content)
+    return at >= 0 and at + len(content) <= k
 
 
 def choose_profile(vocab: Vocabulary, name: str = AUTO) -> tuple[TemplateProfile, str, dict[str, Any]]:
