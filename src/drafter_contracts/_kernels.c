@@ -27,7 +27,7 @@ enum { OUTSIDE = 0, HEADER = 1, ASSISTANT = 5, REASONING = 6, TOOL_CALL = 7, ASS
 enum { NO_LEADING_HEADER = 1, HEADER_IN_OPEN_TURN = 2, STRAY_END = 3, UNKNOWN_ROLE_PROBLEM = 4,
        MALFORMED_HEADER = 5, TEXT_OUTSIDE_TURN = 6, UNCLOSED_TURN = 7 };
 
-DC_EXPORT int32_t dc_abi_version(void) { return 5; }
+DC_EXPORT int32_t dc_abi_version(void) { return 6; }
 
 static inline int64_t clip(int64_t v, int64_t hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 
