@@ -8,11 +8,15 @@ template rendered, one shard of ~640 K tokens, as the engine reads it) labelled 
 - the profile the suite resolves for its tokenizer (``make_oracle``: the chatml built-in, verified
   against the template's renderings), through ``SpanOracle.label``, the runtime's one door;
 - the profile derived from the same tokenizer's chat template (``derive.cached_derivation``);
+- the resolved profile again with the ids as int64 (how a dataset straight out of speculators holds
+  them);
 
 and the llama3 family's dataset (``fixtures.families``, 400 rows its template rendered, tiled to a
 shard of the same size) with its built-in profile: a layout with a two-token opener, a role word,
 an end-of-header id and a ``\\n\\n`` tail. When the library still exports the ChatML-only kernel
-(``kernels.label_chatml``, retired since), it is timed on the demo shard too.
+(``kernels.label_chatml``, retired since), it is timed on the demo shard too, int32 and int64: run
+this script with ``PYTHONPATH=<checkout>/src`` on a built checkout from before the retirement
+(commit 4ef8ea9 has both labellers; eb762cd the labeller before this work) to compare.
 
 The floor is ``np.bincount`` over the same ids (one read of every id, one scattered write). The
 machine is shared, so each round times every labeller and the floor back to back (``--calls`` pairs of
@@ -98,6 +102,9 @@ def cases() -> dict[str, dict[str, Any]]:
     oracle = make_oracle(qwen)
     add("chatml-resolved", demo_ids, demo_offsets, lambda: oracle.label(demo_ids, demo_offsets, MAX_LEN),
         f"demo shard, SpanOracle.label with the resolved profile ({oracle.how})")
+    ids64 = demo_ids.astype(np.int64)  # as a dataset straight out of speculators stores them
+    add("chatml-resolved-int64", ids64, demo_offsets, lambda: oracle.label(ids64, demo_offsets, MAX_LEN),
+        "the demo shard's ids as int64, SpanOracle.label with the resolved profile")
     try:
         derived = oracle_for_profile(cached_derivation(qwen), qwen, "derived")
     except DerivationFailed as exc:
@@ -111,6 +118,9 @@ def cases() -> dict[str, dict[str, Any]]:
         chatml_profile = chatml.ChatMLProfile.from_vocabulary(qwen)
         add("chatml-kernel", demo_ids, demo_offsets, lambda: chatml.label(demo_ids, demo_offsets, chatml_profile, MAX_LEN),
             "demo shard, the ChatML-only kernel (kernels.label_chatml)")
+        add("chatml-kernel-int64", ids64, demo_offsets,
+            lambda: chatml.label(ids64, demo_offsets, chatml_profile, MAX_LEN),
+            "the demo shard's ids as int64, the ChatML-only kernel")
     llama = load_vocabulary(str(family_tokenizer_dir("llama3")))
     l_ids, l_offsets = shard_of(family_dataset_dir("llama3"), tile_to=len(demo_ids))
     l_oracle = SpanOracle(builtin_profile("llama3", llama), "built-in llama3",
