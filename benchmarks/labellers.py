@@ -15,8 +15,9 @@ and the llama3 family's dataset (``fixtures.families``, 400 rows its template re
 shard of the same size) with its built-in profile: a layout with a two-token opener, a role word,
 an end-of-header id and a ``\\n\\n`` tail. When the library still exports the ChatML-only kernel
 (``kernels.label_chatml``, retired since), it is timed on the demo shard too, int32 and int64: run
-this script with ``PYTHONPATH=<checkout>/src`` on a built checkout from before the retirement
-(commit 4ef8ea9 has both labellers; eb762cd the labeller before this work) to compare.
+this script with ``PYTHONPATH=<checkout>/src`` on a built checkout from before the retirement to
+compare (commit 702fc3c has both labellers, measured as 4ef8ea9 before a rebase; eb762cd has the
+labeller from before this work).
 
 The floor is ``np.bincount`` over the same ids (one read of every id, one scattered write). The
 machine is shared, so each round times every labeller and the floor back to back (``--calls`` pairs of
