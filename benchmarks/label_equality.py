@@ -1,14 +1,17 @@
-"""One-off check: the compiled ChatML labeller gives the labels of its numpy reference.
+"""One-off check: the compiled labeller gives the labels of its numpy reference on real datasets.
 
-    python benchmarks/label_equality.py DATASET_DIR [DATASET_DIR ...]
+    python benchmarks/label_equality.py [--tokenizer DIR] DATASET_DIR [DATASET_DIR ...]
 
-Labels every shard of each dataset both ways (``spans.chatml.label`` and
-``label_reference``) with the default contract's tokenizer, asserts identical
-roles, boundary flags and problem codes, and prints both timings.
+Labels every shard of each dataset both ways (``SpanOracle.label``, the compiled labeller the
+suite runs, and ``spans.generic.label``, the numpy statement of its rules) under the default
+contract, with the tokenizer given (default: the project's Qwen3.6 tokenizer) and the profile
+the suite resolves for it; asserts identical roles, boundary flags and problem codes, and
+prints both timings.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -17,25 +20,25 @@ import numpy as np
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import Engine
-from drafter_contracts.plugin import _tokenizer_name
-from drafter_contracts.spans import chatml
+from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
+from drafter_contracts.spans import generic
 from drafter_contracts.vocab import load_vocabulary
 
 
-def main(paths: list[str]) -> None:
-    contract_file = resolve_contract_path("qwen3.6-dflash")
-    contract = load_contract(contract_file, {})
-    vocab = load_vocabulary(_tokenizer_name(contract.tokenizer, contract_file, False))
+def main(paths: list[str], tokenizer: str) -> None:
+    contract = load_contract(resolve_contract_path("qwen3.6-dflash"), {})
+    vocab = load_vocabulary(tokenizer)
     for path in paths:
         engine = Engine(open_dataset(path, None), contract, vocab)
+        oracle = engine.oracle
         fast = ref = 0.0
         tokens = rows = problems = 0
         for shard in engine.shards:
             view = engine.work(shard).view
             t0 = time.perf_counter()
-            a = chatml.label(view.ids, view.offsets, engine.profile, contract.max_len)
+            a = oracle.label(view.ids, view.offsets, contract.max_len)
             t1 = time.perf_counter()
-            b = chatml.label_reference(view.ids, view.offsets, engine.profile, contract.max_len)
+            b = generic.label(view.ids, view.offsets, oracle.compiled, contract.max_len)
             t2 = time.perf_counter()
             fast, ref = fast + t1 - t0, ref + t2 - t1
             for field in ("role", "boundary", "problem"):
@@ -43,9 +46,13 @@ def main(paths: list[str]) -> None:
                 if x.dtype != y.dtype or not np.array_equal(x, y):
                     sys.exit(f"{path} {shard.id}: {field} differs at {np.flatnonzero(x != y)[:10].tolist()}")
             tokens, rows, problems = tokens + len(view.ids), rows + len(view.rows), problems + int((a.problem > 0).sum())
-        print(f"{path}: {rows:,} rows, {tokens:,} tokens, {problems:,} problem tokens: identical; "
+        print(f"{path}: {rows:,} rows, {tokens:,} tokens, {problems:,} problem tokens ({oracle.how}): identical; "
               f"compiled {fast:.2f} s, numpy reference {ref:.2f} s ({ref / max(fast, 1e-9):.1f}x)")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokenizer", default=None, help="a tokenizer folder (default: the project's Qwen3.6 one)")
+    parser.add_argument("datasets", nargs="+")
+    args = parser.parse_args()
+    main(args.datasets, args.tokenizer or str(qwen36_tokenizer_dir()))

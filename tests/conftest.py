@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 # Imported here, before any in-process pytester run: pytester restores sys.modules after each inner
 # run, dropping what the inner run imported first (a dataset run derives a template profile with
@@ -14,7 +16,10 @@ import torch  # noqa: F401
 import transformers  # noqa: F401
 
 from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
-from drafter_contracts.spans.chatml import ChatMLProfile
+from drafter_contracts.spans.builtin import builtin_profile
+from drafter_contracts.spans.labels import Labels
+from drafter_contracts.spans.profile import CompiledProfile
+from drafter_contracts.spans.resolve import SpanOracle
 from drafter_contracts.vocab import Vocabulary, load_vocabulary
 
 FIXTURE_ROWS = 2000
@@ -68,15 +73,46 @@ def clean_dataset() -> Path:
     return fixture_dataset_dir(FIXTURE_ROWS, 0)
 
 
-@pytest.fixture(scope="session")
-def profile(vocab: Vocabulary) -> ChatMLProfile:
-    return ChatMLProfile.from_vocabulary(vocab)
+@dataclass(frozen=True)
+class ChatML:
+    """The Qwen3.6 tokenizer's ChatML markers and the chatml built-in profile the tests label with.
+
+    Labelling goes through ``SpanOracle.label``, the runtime's one door (the compiled labeller,
+    or the numpy reference where the library is not built).
+    """
+
+    start: int
+    end: int
+    newline: int
+    think: tuple[int, int]
+    tool_call: tuple[int, int]
+    oracle: SpanOracle
+
+    @property
+    def compiled(self) -> CompiledProfile:
+        return self.oracle.compiled
+
+    @property
+    def size(self) -> int:
+        """Entries of the profile's id tables: ids at or past it are outside the vocabulary."""
+        return self.oracle.compiled.size
+
+    def label(self, ids: np.ndarray, offsets: np.ndarray, max_len: int) -> Labels:
+        return self.oracle.label(ids, offsets, max_len)
 
 
 @pytest.fixture(scope="session")
-def alphabet(profile: ChatMLProfile, vocab: Vocabulary) -> list[int]:
+def chatml(vocab: Vocabulary) -> ChatML:
+    prof = builtin_profile("chatml", vocab)
+    oracle = SpanOracle(prof, "built-in chatml", CompiledProfile(prof, vocab.newline_lead))
+    return ChatML(prof.headers[0].core[0], prof.headers[0].ends[0], vocab.single_id("\n"), prof.reasoning,
+                  prof.tool_call, oracle)
+
+
+@pytest.fixture(scope="session")
+def alphabet(chatml: ChatML, vocab: Vocabulary) -> list[int]:
     """Markers, role names, content and out-of-range ids: the tokens of the labellers' marker-soup properties."""
     enc = lambda text: vocab.backend.encode(text, add_special_tokens=False).ids[0]  # noqa: E731
-    return [profile.start, profile.end, profile.newline, enc("\n\n"), enc("user"), enc("assistant"), enc("assistant"),
-            enc("system"), enc("tool"), enc("Hello"), enc(" "), enc(" world"), profile.think[0], profile.think[1],
-            profile.tool_call[0], profile.tool_call[1], enc("narrator"), -1, len(profile.role_of_id) + 7]
+    return [chatml.start, chatml.end, chatml.newline, enc("\n\n"), enc("user"), enc("assistant"), enc("assistant"),
+            enc("system"), enc("tool"), enc("Hello"), enc(" "), enc(" world"), chatml.think[0], chatml.think[1],
+            chatml.tool_call[0], chatml.tool_call[1], enc("narrator"), -1, chatml.size + 7]

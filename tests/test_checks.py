@@ -12,7 +12,6 @@ from drafter_contracts.checks import dataset_level, rows, spans
 from drafter_contracts.checks.view import usable_view
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import Shard, open_dataset
-from drafter_contracts.spans.chatml import ChatMLProfile, label
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +48,11 @@ def table(rows_: list[tuple[list[int] | None, list[bool] | None, int | None]]) -
     })
 
 
-def test_clean_rows_pass_everything(tmp_path, good, vocab, contract):
+def test_clean_rows_pass_everything(tmp_path, good, vocab, contract, chatml):
     ids, mask = good
     a = shard_of(tmp_path, table([(ids, mask, len(ids))] * 3))
     v = usable_view(a)
-    labels = label(v.ids, v.offsets, ChatMLProfile.from_vocabulary(vocab), contract.max_len)
+    labels = chatml.label(v.ids, v.offsets, contract.max_len)
     results = [rows.check_no_nulls(a), rows.check_no_empty_rows(a), rows.check_lengths_agree(a),
                rows.check_seq_len_bounds(v, a, contract), rows.check_ids_known(v, a, vocab.known),
                rows.check_min_supervised(v, a, contract), spans.check_turns_well_formed(v, a, labels),
@@ -92,22 +91,22 @@ def test_unknown_ids_and_bounds(tmp_path, good, vocab, contract):
 
 @pytest.mark.parametrize("mutate, reason", [
     (lambda m, ids: [False] + m[:-1], "assistant end-of-turn token supervised"),
-    (lambda m, ids: m[1:] + [False], "turn header supervised"),
+    (lambda m, ids: m[1:] + [False], "assistant turn header supervised"),
     (lambda m, ids: [i == 3 or x for i, x in enumerate(m)], "user token supervised"),
     (lambda m, ids: m[:-1] + [True], "newline after assistant end supervised"),
 ])
-def test_mask_defects(tmp_path, good, vocab, contract, mutate, reason):
+def test_mask_defects(tmp_path, good, vocab, contract, mutate, reason, chatml):
     ids, mask = good
     bad = mutate(list(mask), ids)
     a = shard_of(tmp_path, table([(ids, mask, len(ids)), (ids, bad, len(ids))]))
     v = usable_view(a)
-    labels = label(v.ids, v.offsets, ChatMLProfile.from_vocabulary(vocab), contract.max_len)
+    labels = chatml.label(v.ids, v.offsets, contract.max_len)
     r = spans.check_mask_on_assistant_spans(v, a, labels, contract)
     assert r.rows_violating == 1 and r.examples[0].row == 1
     assert r.examples[0].reason.startswith(reason)
 
 
-def test_policy_can_allow_the_end_token(tmp_path, good, vocab):
+def test_policy_can_allow_the_end_token(tmp_path, good, vocab, chatml):
     ids, mask = good
     with_end = mask[:-2] + [True, True]  # <|im_end|> and the newline after it, as speculators 0.8+ writes
     a = shard_of(tmp_path, table([(ids, with_end, len(ids))]))
@@ -115,7 +114,7 @@ def test_policy_can_allow_the_end_token(tmp_path, good, vocab):
     strict = load_contract(resolve_contract_path("qwen3.6-dflash"))
     loose = load_contract(resolve_contract_path("qwen3.6-dflash"))
     loose = type(loose)(**{**loose.__dict__, "mask": type(loose.mask)(end_of_turn=True, newline_after_end=True)})
-    labels = label(v.ids, v.offsets, ChatMLProfile.from_vocabulary(vocab), 4096)
+    labels = chatml.label(v.ids, v.offsets, 4096)
     assert not spans.check_mask_on_assistant_spans(v, a, labels, strict).ok
     assert spans.check_mask_on_assistant_spans(v, a, labels, loose).ok
 
@@ -130,13 +129,13 @@ def test_dataset_level(contract):
     assert not dataset_level.check_not_empty(0).ok
 
 
-def test_wrong_seq_len_does_not_hide_other_defects(tmp_path, good, vocab, contract):
+def test_wrong_seq_len_does_not_hide_other_defects(tmp_path, good, vocab, contract, chatml):
     ids, mask = good
     user_supervised = [i == 3 or x for i, x in enumerate(mask)]
     a = shard_of(tmp_path, table([(ids, user_supervised, len(ids) + 1)]))
     assert [e.row for e in rows.check_lengths_agree(a).examples] == [0]
     v = usable_view(a)
-    labels = label(v.ids, v.offsets, ChatMLProfile.from_vocabulary(vocab), contract.max_len)
+    labels = chatml.label(v.ids, v.offsets, contract.max_len)
     assert spans.check_mask_on_assistant_spans(v, a, labels, contract).rows_violating == 1
 
 

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 from drafter_contracts import kernels
 from drafter_contracts.checks import content
-from drafter_contracts.spans.chatml import label
 from drafter_contracts.spans.labels import Role
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,17 +79,22 @@ def _rows(data, elements, max_rows=8, max_len=40):
 
 @settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_labeller_both_ways(profile, alphabet, data):
-    """Roles, boundary flags, problems, role runs, boundary positions and the problem count (marker soup)."""
+def test_labeller_both_ways(chatml, alphabet, data):
+    """Roles, boundary flags, problems and the role runs, boundary positions and problem count read from
+    them (marker soup): the compiled labeller notes runs as it writes, the numpy reference leaves them
+    to ``role_runs``; both must give the same."""
     flat, offsets = _rows(data, st.sampled_from(alphabet))
     dtype = data.draw(st.sampled_from([np.int32, np.int64]))
     ids = np.array(flat, dtype=np.int64).astype(dtype)
     max_len = data.draw(st.integers(1, 40))
 
     def labels(ids, offsets):
-        got = label(ids, offsets, profile, max_len)
-        return (got.role, got.boundary, got.problem, got.run_starts, got.run_roles, got.run_row_first, got.boundary_at,
-                np.array([got.problem_count]))
+        got = chatml.label(ids, offsets, max_len)
+        runs = content.role_runs(got.role, offsets, got.run_starts, got.run_roles, got.run_row_first)
+        at = got.boundary_at if got.boundary_at is not None else np.flatnonzero(got.boundary)
+        count = got.problem_count if got.problem_count is not None else int(np.count_nonzero(got.problem))
+        return (got.role, got.boundary, got.problem, runs.start, runs.end, runs.role, runs.row_first, at,
+                np.array([count]))
 
     assert_same(*both(labels, ids, offsets))
 

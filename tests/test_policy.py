@@ -21,7 +21,6 @@ from drafter_contracts.errors import UsageProblem
 from drafter_contracts.fixtures import policy_mutants as pm
 from drafter_contracts.fixtures.mutants import role_ids, turns
 from drafter_contracts.fixtures.producers import CONVENTIONS, convention_dataset_dir, convention_rows, template_for
-from drafter_contracts.spans import chatml
 from drafter_contracts.spans.labels import Role
 from drafter_contracts.vocab import Vocabulary
 
@@ -124,17 +123,16 @@ def test_assistant_turns_from_roles_alone():
     assert t.index[[8, 12, 21, 28, 0, 33]].tolist() == [0, 0, 1, 2, -1, -1]
 
 
-def test_last_turn_matches_an_independent_scan(vocab: Vocabulary, datasets):
+def test_last_turn_matches_an_independent_scan(vocab: Vocabulary, datasets, chatml):
     """On real per-turn rows the supervised part is exactly inside the last assistant turn the roles give."""
     import datasets as hf
 
     ds = hf.load_from_disk(str(datasets["speculators-per-turn"]))
-    profile = chatml.ChatMLProfile.from_vocabulary(vocab)
     assistant = role_ids()["assistant"]
     multi = 0
     for row in ds.select(range(120)):
         ids = np.asarray(row["input_ids"])
-        labels = chatml.label(ids, np.array([0, len(ids)]), profile, MAX_LEN)
+        labels = chatml.label(ids, np.array([0, len(ids)]), MAX_LEN)
         t = assistant_turns(labels.role, np.array([0, len(ids)]))
         last = [x for x in turns(row["input_ids"]) if x.role == assistant][-1]
         multi += len([x for x in turns(row["input_ids"]) if x.role == assistant]) > 1

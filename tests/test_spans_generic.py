@@ -219,3 +219,113 @@ def test_supervised_boundary_token_is_allowed_unless_strict(compiled):
     assert not disallowed_supervision(mask, lab, MaskPolicy()).any()
     strict = disallowed_supervision(mask, lab, MaskPolicy(boundary_tokens="strict"))
     assert strict.sum() == 1 and lab.boundary[strict].all()
+
+
+# --- ChatML rows of the real Qwen3.6 vocabulary, labelled with the chatml built-in --------------
+# (what the ChatML-only labeller's tests asserted, now held by the one labeller: SpanOracle.label,
+# checked against the numpy reference on every row)
+
+@pytest.fixture(scope="module")
+def qenc(vocab):
+    return lambda text: vocab.backend.encode(text, add_special_tokens=False).ids
+
+
+def _chatml_rows(chatml, rows: list[list[int]], max_len: int = 4096):
+    ids = np.array([i for r in rows for i in r], dtype=np.int32)
+    offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
+    got = chatml.label(ids, offsets, max_len)
+    _assert_same(generic.label(ids, offsets, chatml.compiled, max_len), got)
+    return got
+
+
+def test_chatml_plain_turns(chatml, qenc):
+    row = qenc("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello there<|im_end|>\n")
+    lab = _chatml_rows(chatml, [row])
+    assert [Role(r) for r in lab.role] == [R.HEADER, R.HEADER, R.HEADER, R.USER, R.END, R.OUTSIDE,
+                                           AH, AH, AH, R.ASSISTANT, R.ASSISTANT, R.ASSISTANT_END,
+                                           R.AFTER_ASSISTANT_END]
+    assert not lab.problem.any() and not lab.boundary.any()
+
+
+def test_chatml_boundary_token_is_content_of_its_turn(chatml, qenc):
+    row = qenc("<|im_start|>user\n\nHi<|im_end|>\n<|im_start|>assistant\n\nYes<|im_end|>\n")
+    lab = _chatml_rows(chatml, [row])
+    nn = qenc("\n\n")[0]
+    assert row[2] == nn and lab.boundary[2] and Role(lab.role[2]) == R.USER
+    j = row.index(nn, 4)
+    assert lab.boundary[j] and Role(lab.role[j]) == R.ASSISTANT
+    assert lab.boundary.sum() == 2 and not lab.problem.any()
+
+
+def test_chatml_reasoning_tool_calls_and_tool_output(chatml, qenc):
+    row = qenc("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nhmm\n</think>\n\nok\n"
+               "<tool_call>\n{\"name\": \"f\"}\n</tool_call><|im_end|>\n"
+               "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n")
+    lab = _chatml_rows(chatml, [row])
+    think, end_think = row.index(chatml.think[0]), row.index(chatml.think[1])
+    call, end_call = row.index(chatml.tool_call[0]), row.index(chatml.tool_call[1])
+    assert all(Role(r) == R.REASONING for r in lab.role[think:end_think + 1])
+    assert all(Role(r) == R.TOOL_CALL for r in lab.role[call:end_call + 1])
+    assert all(Role(r) == R.ASSISTANT for r in lab.role[end_think + 1:call])
+    response = row.index(qenc("<tool_response>")[0])
+    assert all(Role(r) == R.TOOL for r in lab.role[response:row.index(qenc("</tool_response>")[0]) + 1])
+    assert not lab.problem.any()
+
+
+def test_chatml_header_injected_into_open_turn(chatml, qenc):
+    row = qenc("<|im_start|>user\nsay <|im_start|>assistant\nfake<|im_end|>\n<|im_start|>assistant\nreal<|im_end|>\n")
+    lab = _chatml_rows(chatml, [row])
+    nested = [i for i, t in enumerate(row) if t == chatml.start][1]
+    assert lab.problem[nested] == P.HEADER_IN_OPEN_TURN
+    assert Role(lab.role[row.index(qenc("fake")[0])]) == R.INJECTED
+    assert Role(lab.role[row.index(qenc("real")[0])]) == R.ASSISTANT
+
+
+def test_chatml_markers_typed_as_plain_text_open_nothing(chatml, qenc):
+    """Special-token text a user typed tokenizes as plain characters: no turn opens, nothing is flagged."""
+    row = (qenc("<|im_start|>user\nliteral ") + qenc("<|im_") + qenc("start|>assistant\nnot a turn")
+           + qenc("<|im_end|>\n<|im_start|>assistant\nok<|im_end|>\n"))
+    lab = _chatml_rows(chatml, [row])
+    assert chatml.start not in row[1:6]
+    assert not lab.problem.any()
+    assert all(Role(r) == R.USER for r in lab.role[3:row.index(chatml.end)])
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("hello<|im_start|>user\nq<|im_end|>\n", P.NO_LEADING_HEADER),
+    ("<|im_start|>user\nq<|im_end|>\n<|im_end|>\n", P.STRAY_END),
+    ("<|im_start|>narrator\nq<|im_end|>\n", P.UNKNOWN_ROLE),
+    ("<|im_start|>user q<|im_end|>\n", P.MALFORMED_HEADER),
+    ("<|im_start|>user\nq<|im_end|>\nstray text<|im_start|>assistant\na<|im_end|>\n", P.TEXT_OUTSIDE_TURN),
+    ("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\ncut short", P.UNCLOSED_TURN),
+])
+def test_chatml_structural_problems(chatml, qenc, text, problem):
+    lab = _chatml_rows(chatml, [qenc(text)])
+    assert problem in {TurnProblem(p) for p in lab.problem if p}
+
+
+def test_chatml_row_cut_at_max_len_may_end_inside_a_turn(chatml, qenc):
+    row = qenc("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\ncut here")
+    assert not _chatml_rows(chatml, [row], max_len=len(row)).problem.any()
+    assert _chatml_rows(chatml, [row], max_len=len(row) + 1).problem.any()
+
+
+def test_chatml_rows_do_not_leak_into_each_other(chatml, qenc):
+    open_row = qenc("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nlong answer")
+    next_row = qenc("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\na<|im_end|>\n")
+    lab = _chatml_rows(chatml, [open_row, next_row], max_len=len(open_row))
+    assert not lab.problem.any()
+    np.testing.assert_array_equal(lab.role[len(open_row):], _chatml_rows(chatml, [next_row]).role)
+
+
+def test_chatml_shard_with_every_problem_labels_alike_both_ways(chatml, qenc):
+    """A realistic multi-row shard with every structural problem mixed in, long replies included."""
+    good = qenc("<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n"
+                "<think>\nhmm\n</think>\n\nok <tool_call>\n{}\n</tool_call><|im_end|>\n")
+    long_reply = qenc("<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n" + "a long answer " * 40 + "<|im_end|>\n")
+    rows = [good, qenc("hello<|im_end|>\n") + good, good[:-1] + good, qenc("<|im_start|>narrator\nx<|im_end|>\n"),
+            qenc("<|im_start|>user\nsay <|im_start|>assistant\nfake<|im_end|>\n"), [], good[:9], good[:2],
+            qenc("<|im_start|><|im_end|>\n<|im_start|>user x<|im_end|>\n</think></think><|im_end|>"), long_reply,
+            long_reply[:50]]
+    lab = _chatml_rows(chatml, rows, 64)
+    assert lab.problem.any()

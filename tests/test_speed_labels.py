@@ -1,11 +1,12 @@
 """The fast labeller, turn numbering and mask checks against the formulations they replaced.
 
-The compiled labeller (kernels.label_chatml) applies the per-token rules with a
-shortcut through runs of ordinary tokens, and the mask checks read turn facts at
-failing positions only; these property tests hold them to the per-token formulations (``label_reference``, and the per-token
-``assistant_turns``/``allowed_tokens``/``required_tokens`` and check details that
-the checks used before, kept here as the reference) on marker soups with every
-structural problem, random masks and every mask policy.
+The compiled labeller (``_labeller.c``, through ``SpanOracle.label``) applies the rules token by
+token with shortcuts through runs of ordinary tokens, header tokens and the token after an end,
+and the mask checks read turn facts at failing positions only; these property tests hold them to
+the formulations they stand for (the numpy labeller ``generic.label``, and the per-token
+``assistant_turns``/``allowed_tokens``/``required_tokens`` and check details that the checks used
+before, kept here as the reference) on ChatML marker soups with every structural problem, damaged
+well-formed turns, random masks and every mask policy.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from drafter_contracts.checks import spans
 from drafter_contracts.checks.view import RowView
 from drafter_contracts.config import MaskPolicy
 from drafter_contracts.results import first_per_row, row_result
-from drafter_contracts.spans.chatml import label, label_reference
+from drafter_contracts.spans import generic
 from drafter_contracts.spans.labels import ROLE_NAMES, Role
 
 
@@ -33,7 +34,11 @@ def _soup(data, alphabet, profile):
         return [profile.start, role_tok, profile.newline] + body + [profile.end, profile.newline]
 
     tokens = st.sampled_from(alphabet)
-    well = st.lists(st.tuples(st.sampled_from(alphabet[4:9]), st.lists(tokens, max_size=6)), max_size=4).map(
+    # Bodies: a few tokens of anything, or a long run of words with now and then a marker (runs longer
+    # than the labeller's 16-id blocks, ending anywhere inside one).
+    words = st.sampled_from(alphabet[9:12] * 10 + alphabet)
+    body = st.one_of(st.lists(tokens, max_size=6), st.lists(words, min_size=10, max_size=70))
+    well = st.lists(st.tuples(st.sampled_from(alphabet[4:9]), body), max_size=4).map(
         lambda ts: [t for r, b in ts for t in turn(r, b)])
     row = st.one_of(st.lists(tokens, max_size=30), well)
     rows = data.draw(st.lists(row, min_size=1, max_size=7))
@@ -48,12 +53,14 @@ def _soup(data, alphabet, profile):
 
 @settings(max_examples=600, deadline=None)
 @given(st.data())
-def test_fast_labels_equal_reference(profile, alphabet, data):
-    """Every role, boundary flag and problem code of the compiled labeller equals label_reference
-    (marker soups with odd and out-of-range ids, signed and unsigned 32/64-bit; damaged well-formed turns)."""
-    rows, ids, offsets, max_len = _soup(data, alphabet, profile)
-    fast = label(ids, offsets, profile, max_len)
-    ref = label_reference(ids, offsets, profile, max_len)
+def test_fast_labels_equal_reference(chatml, alphabet, data):
+    """Every role, boundary flag and problem code of the labeller (chatml built-in) equals the numpy
+    reference's (marker soups with odd and out-of-range ids, signed and unsigned 32/64-bit; damaged
+    well-formed turns; long runs of words, so the block scan of ordinary tokens is crossed too)."""
+    rows, ids, offsets, max_len = _soup(data, alphabet, chatml)
+    fast = chatml.label(ids, offsets, max_len)
+    ref = generic.label(ids.astype(np.int64) if ids.dtype != np.uint64 else
+                        np.minimum(ids, np.uint64(2**63 - 1)).astype(np.int64), offsets, chatml.compiled, max_len)
     for field in ("role", "boundary", "problem"):
         got, want = getattr(fast, field), getattr(ref, field)
         assert got.dtype == want.dtype, field
@@ -168,9 +175,9 @@ policies = st.builds(
 
 @settings(max_examples=500, deadline=None)
 @given(st.data())
-def test_turns_and_mask_checks_equal_per_token_formulation(profile, alphabet, vocab, data):
-    rows, ids, offsets, max_len = _soup(data, alphabet, profile)
-    labels = label(ids, offsets, profile, max_len)
+def test_turns_and_mask_checks_equal_per_token_formulation(chatml, alphabet, vocab, data):
+    rows, ids, offsets, max_len = _soup(data, alphabet, chatml)
+    labels = chatml.label(ids, offsets, max_len)
     policy = data.draw(policies)
     # Masks: random, or exactly the required tokens with a few flips (mostly-passing shards).
     ref_turns = _ref_turns(labels.role, offsets)
@@ -187,7 +194,8 @@ def test_turns_and_mask_checks_equal_per_token_formulation(profile, alphabet, vo
     view = RowView(ids, mask, offsets, np.arange(len(rows)), None)
     a = SimpleNamespace(shard=SimpleNamespace(id="s", start=0))
     contract = SimpleNamespace(mask=policy, max_len=max_len)
-    got_on = spans.check_mask_on_assistant_spans(view, a, labels, contract, nl)
+    facts = policy_mod.MaskFacts(ids, nl)  # what the checks read beyond the labels
+    got_on = spans.check_mask_on_assistant_spans(view, a, labels, contract, facts)
     assert got_on == _ref_mask_on(ids, mask, offsets, labels, policy, nl)
-    got_cov = spans.check_mask_covers_assistant_spans(view, a, labels, contract, nl)
+    got_cov = spans.check_mask_covers_assistant_spans(view, a, labels, contract, facts)
     assert got_cov == _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len)

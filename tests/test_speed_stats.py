@@ -12,7 +12,6 @@ from test_speed_labels import _soup  # marker soups with every structural proble
 from drafter_contracts.checks.content import role_runs
 from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
 from drafter_contracts.report.profile import run_counts
-from drafter_contracts.spans.chatml import label
 from drafter_contracts.spans.labels import Role
 
 masks = hnp.arrays(bool, st.integers(0, 700))
@@ -77,10 +76,10 @@ def test_sparse_counts_equal_plain_count(ids):
 
 @settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_run_counts_on_labeller_output(profile, alphabet, data):
-    """run_counts equals the per-token pair count on the chatml labeller's roles over marker soups."""
-    rows, ids, offsets, max_len = _soup(data, alphabet, profile)
-    role = label(ids, offsets, profile, max_len).role
+def test_run_counts_on_labeller_output(chatml, alphabet, data):
+    """run_counts equals the per-token pair count on the labeller's roles (chatml built-in) over marker soups."""
+    rows, ids, offsets, max_len = _soup(data, alphabet, chatml)
+    role = chatml.label(ids, offsets, max_len).role
     mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(role), max_size=len(role))), dtype=bool)
     counts, sup = run_counts(role_runs(role, offsets), mask_prefix(mask), len(Role))
     want_counts, want_sup = pair_counts_reference(role, mask, len(Role))

@@ -1,16 +1,26 @@
 /* The span labeller for any template profile, one pass over a shard's flattened ids.
  *
  * spans/generic.py's ``label`` is the specification (numpy, vectorized over the shard); this is
- * the same rules read token by token, and tests/test_labeller_kernel.py holds the two to identical
+ * the same rules read token by token, and tests/test_spans_generic.py holds the two to identical
  * outputs. The profile arrives as lookup tables (spans/kernel.py builds them from a
  * CompiledProfile): per id a kind bitmask; header specs longest core first, listed per opener;
- * which end ids each spec accepts; sub-spans. A run of ordinary tokens (kind 0) inside a turn body
- * or between turns shares one role and problem and is written as a block, so the cost per token
- * of a passing shard is one table lookup.
+ * which end ids each spec accepts; sub-spans, and per body role the sub-spans it may hold.
+ *
+ * Where the time goes on a passing shard, and what keeps it small:
+ * - a run of ordinary tokens inside a turn body or between turns shares one role and problem and is
+ *   written as a block; its end is found 64 bytes of ids at a time (scan_run_*: vector compares
+ *   against the smallest id that can end a run, SSE2 on x86-64), so most tokens cost a fraction of
+ *   a comparison and no table lookup;
+ * - the tokens of a header after its opener, and the token after a turn's end (a template's
+ *   newline), the two places every turn passes through, take short paths of their own;
+ * - everything else (markers, pending problems, row ends) takes the full rules.
+ * ChatML shards label faster this way than with the ChatML-only kernel this replaced
+ * (benchmarks/labellers.py, docs/benchmarks.md).
  *
  * Built into the same library as _kernels.c (one ABI version, dc_abi_version, for both).
- * Plain C99, no Python headers. Ids are int32 or int64 (the _i32/_i64 suffix); ids outside
- * [0, n_ids) are ordinary tokens to every rule.
+ * Plain C99 (with GCC/clang vector intrinsics where available), no Python headers. Ids are int32
+ * or int64 (the _i32/_i64 suffix), read as they are (never widened); ids outside [0, n_ids) are
+ * ordinary tokens to every rule.
  */
 
 #include <stddef.h>
@@ -71,25 +81,99 @@ typedef struct {
     const uint8_t *sub_role;      /* [n_subs] */
     const uint8_t *sub_within;    /* [n_subs * 256] */
     const uint8_t *sub_stops;     /* [n_subs] the opener right after assistant output is the turn's end token */
+    const uint32_t *body_subs;    /* [256] by body role: bit k set when sub-span k may open in such a body */
 } dc_profile;
 
 static inline uint8_t kind_of(const dc_profile *P, int64_t t) {
     return (t >= 0 && t < P->n_ids) ? P->kind[t] : 0;
 }
 
-/* Whether an id ends a run of ordinary tokens: one comparison for the common case. */
-static inline int ends_run(const dc_profile *P, int64_t t) {
-    if (t >= 0 && t < P->lowest_stop) return 0;
-    return (kind_of(P, t) & K_STOP) != 0;
+/* ``n`` bytes of ``v`` at ``dst``: short runs (most runs between markers are a few words) with two
+ * overlapping stores instead of a call to memset. */
+static inline void fill(uint8_t *dst, int v, int64_t n) {
+    if (n >= 16) { memset(dst, v, (size_t)n); return; }
+    const uint64_t w = 0x0101010101010101ull * (uint8_t)v;
+    if (n >= 8) { memcpy(dst, &w, 8); memcpy(dst + n - 8, &w, 8); return; }
+    if (n >= 4) { const uint32_t x = (uint32_t)w; memcpy(dst, &x, 4); memcpy(dst + n - 4, &x, 4); return; }
+    for (int64_t i = 0; i < n; i++) dst[i] = (uint8_t)v;
 }
 
-#define LABEL_PROFILE(NAME, ID_T)                                                                          \
+/* A bit per id of a 64-byte block (16 int32 or 8 int64 ids) that may end a run of ordinary tokens:
+ * every id at or above ``lo``, the smallest id with a K_STOP bit, has its bit set; ids below it in
+ * [0, lo) never do. (Bits for other ids do no harm: each candidate is looked up in the kind table.)
+ * On x86-64 with GCC or clang a block is four vector subtractions and their sign bits (SSE2, which
+ * every x86-64 has): id - lo is negative exactly for the ids in [0, lo), as for the negative ids,
+ * which are ordinary too. Elsewhere, a loop without branches. */
+#if defined(__GNUC__) && defined(__SSE2__)
+#include <emmintrin.h>
+static inline unsigned block_mask_i32(const int32_t *x, int64_t lo) {
+    const __m128i L = _mm_set1_epi32((int32_t)lo);
+    __m128i a, b, c, d;
+    memcpy(&a, x, 16); memcpy(&b, x + 4, 16); memcpy(&c, x + 8, 16); memcpy(&d, x + 12, 16);
+    a = _mm_sub_epi32(a, L); b = _mm_sub_epi32(b, L); c = _mm_sub_epi32(c, L); d = _mm_sub_epi32(d, L);
+    if (_mm_movemask_ps(_mm_castsi128_ps(_mm_and_si128(_mm_and_si128(a, b), _mm_and_si128(c, d)))) == 0xF)
+        return 0; /* the common case: every id below lo, one test */
+    return ~((unsigned)_mm_movemask_ps(_mm_castsi128_ps(a)) | (unsigned)_mm_movemask_ps(_mm_castsi128_ps(b)) << 4 |
+             (unsigned)_mm_movemask_ps(_mm_castsi128_ps(c)) << 8 | (unsigned)_mm_movemask_ps(_mm_castsi128_ps(d)) << 12)
+           & 0xFFFFu;
+}
+static inline unsigned block_mask_i64(const int64_t *x, int64_t lo) {
+    const __m128i L = _mm_set1_epi64x(lo);
+    __m128i a, b, c, d;
+    memcpy(&a, x, 16); memcpy(&b, x + 2, 16); memcpy(&c, x + 4, 16); memcpy(&d, x + 6, 16);
+    a = _mm_sub_epi64(a, L); b = _mm_sub_epi64(b, L); c = _mm_sub_epi64(c, L); d = _mm_sub_epi64(d, L);
+    if (_mm_movemask_pd(_mm_castsi128_pd(_mm_and_si128(_mm_and_si128(a, b), _mm_and_si128(c, d)))) == 0x3)
+        return 0;
+    return ~((unsigned)_mm_movemask_pd(_mm_castsi128_pd(a)) | (unsigned)_mm_movemask_pd(_mm_castsi128_pd(b)) << 2 |
+             (unsigned)_mm_movemask_pd(_mm_castsi128_pd(c)) << 4 | (unsigned)_mm_movemask_pd(_mm_castsi128_pd(d)) << 6)
+           & 0xFFu;
+}
+#define DC_CTZ(m) __builtin_ctz(m)
+#else
+static inline unsigned block_mask_i32(const int32_t *x, int64_t lo) {
+    unsigned m = 0;
+    for (int k = 0; k < 16; k++) m |= (unsigned)((uint32_t)x[k] >= (uint64_t)lo) << k;
+    return m;
+}
+static inline unsigned block_mask_i64(const int64_t *x, int64_t lo) {
+    unsigned m = 0;
+    for (int k = 0; k < 8; k++) m |= (unsigned)((uint64_t)x[k] >= (uint64_t)lo) << k;
+    return m;
+}
+static inline int dc_ctz(unsigned m) { int k = 0; while (!(m & 1u)) { m >>= 1; k++; } return k; }
+#define DC_CTZ(m) dc_ctz(m)
+#endif
+
+/* The first position in [q, lim) whose id ends a run of ordinary tokens (an id with a K_STOP bit),
+ * or lim. Every id in [0, lowest_stop) is ordinary, and so is every negative id or one past the
+ * tables, so one comparison rules out nearly every token: a block at a time (block_mask_*), and
+ * only its candidates are looked up in the kind table. ``MAX_LO``: the largest lowest_stop the
+ * block test takes (for int32 ids, INT32_MAX; a larger one leaves the ids to the plain loop). */
+#define SCAN_RUN(NAME, ID_T, U_T, BLOCK, MASK, MAX_LO)                                                     \
+static inline int64_t NAME(const dc_profile *P, const ID_T *ids, int64_t q, int64_t lim) {                \
+    const int64_t lo = P->lowest_stop;                                                                     \
+    for (; lo <= MAX_LO && q + BLOCK <= lim; q += BLOCK) {                                                 \
+        for (unsigned m = MASK(ids + q, lo); m; m &= m - 1) {                                              \
+            const int64_t at = q + DC_CTZ(m);                                                              \
+            if (kind_of(P, (int64_t)ids[at]) & K_STOP) return at;                                          \
+        }                                                                                                  \
+    }                                                                                                      \
+    for (; q < lim; q++)                                                                                   \
+        if ((uint64_t)(U_T)ids[q] >= (uint64_t)lo && (kind_of(P, (int64_t)ids[q]) & K_STOP)) return q;     \
+    return lim;                                                                                            \
+}
+SCAN_RUN(scan_run_i32, int32_t, uint32_t, 16, block_mask_i32, INT32_MAX)
+SCAN_RUN(scan_run_i64, int64_t, uint64_t, 8, block_mask_i64, INT64_MAX)
+
+#define LABEL_PROFILE(NAME, ID_T, SCAN)                                                                        \
 DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, const dc_profile *P,         \
                        int64_t max_len, uint8_t *role, uint8_t *boundary, uint8_t *problem, int64_t *run_start,  \
                        uint8_t *run_role, uint8_t *run_row_first, int64_t *boundary_at, int64_t *noted)      \
 {                                                                                                          \
     int64_t k_runs = 0, k_bd = 0, k_prob = 0;                                                              \
     const int64_t n_subs = P->n_subs < MAX_SUBS ? P->n_subs : MAX_SUBS;                                    \
+    int any_stops = 0;                                                                                     \
+    for (int64_t k = 0; k < n_subs; k++) any_stops |= P->sub_stops[k] != 0;                                \
     for (int64_t r = 0; r < n_rows; r++) {                                                                 \
         const int64_t a = offsets[r], b = offsets[r + 1];                                                  \
         /* the open turn: its opener, spec, roles, header length (tail included) */                       \
@@ -103,6 +187,7 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
         int64_t prev_m = -1; int prev_is_s = 0, prev_accepted = 0; int64_t prev_spec = 0;                  \
         int64_t prev_end_tok = -2; /* position of the last end-kind marker token (any) */                 \
         int64_t sub_last_open[MAX_SUBS], sub_last_close[MAX_SUBS];                                         \
+        uint32_t body_subs = 0; /* the sub-spans the open turn's body may hold, set at its opener */       \
         for (int64_t k = 0; k < n_subs; k++) { sub_last_open[k] = -1; sub_last_close[k] = -1; }            \
         int current = -1;                                                                                  \
         int prev_stage = -1; /* the previous token's role after sub-spans, before end-marker rules */    \
@@ -110,11 +195,48 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
         while (p < b) {                                                                                    \
             const int64_t t = (int64_t)ids[p];                                                             \
             const uint8_t kd = kind_of(P, t);                                                              \
-            /* --- a run of ordinary tokens away from every position a rule singles out */               \
+            /* --- header tokens of the open turn, no marker among them: the header's role, nothing else */ \
+            if (p <= hdr_end && last_e < last_s && !(kd & (K_OPENER | K_END | K_SUB)) && p != pend_a &&    \
+                p != pend_q && p != b - 1) {                                                               \
+                const int hr = turn_role == L_ASSISTANT ? L_ASSISTANT_HEADER : L_HEADER;                   \
+                const int64_t stop = hdr_end < b - 2 ? hdr_end : b - 2;                                    \
+                for (;;) {                                                                                 \
+                    const int rl = (free_rl && p >= free_lo && p < free_hi) ? free_rl : hr;                \
+                    if (rl != current) {                                                                   \
+                        run_start[k_runs] = p; run_role[k_runs] = (uint8_t)rl; run_row_first[k_runs] = 0;  \
+                        k_runs++; current = rl;                                                            \
+                    }                                                                                      \
+                    role[p] = (uint8_t)rl; boundary[p] = 0; problem[p] = 0;                                \
+                    prev_stage = rl;                                                                       \
+                    p++;                                                                                   \
+                    if (p > stop || p == pend_a || p == pend_q ||                                          \
+                        (kind_of(P, (int64_t)ids[p]) & (K_OPENER | K_END | K_SUB)))                        \
+                        break;                                                                             \
+                }                                                                                          \
+                continue;                                                                                  \
+            }                                                                                              \
+            /* --- the token right after an accepted end: what a template writes there, or text outside */ \
+            if (p == prev_end_tok + 1 && last_e == p - 1 && !(kd & (K_OPENER | K_END | K_SUB)) &&          \
+                p != pend_a && p != pend_q && p != b - 1) {                                                \
+                const int after = (kd & (K_AFTER | K_EOS)) != 0;                                           \
+                const int rl = after && turn_role == L_ASSISTANT ? L_AFTER_ASSISTANT_END : L_OUTSIDE;      \
+                const int pb = after ? 0 : P_TEXT_OUTSIDE_TURN;                                            \
+                if (rl != current) {                                                                       \
+                    run_start[k_runs] = p; run_role[k_runs] = (uint8_t)rl; run_row_first[k_runs] = 0;      \
+                    k_runs++; current = rl;                                                                \
+                }                                                                                          \
+                role[p] = (uint8_t)rl; boundary[p] = 0; problem[p] = (uint8_t)pb;                          \
+                k_prob += pb != 0;                                                                         \
+                prev_stage = L_OUTSIDE;                                                                    \
+                p++;                                                                                       \
+                continue;                                                                                  \
+            }                                                                                              \
+            /* --- a run of ordinary tokens away from every position a rule singles out */                 \
             if (!(kd & K_STOP) && p != a && p != b - 1 && p > hdr_end && p != pend_a && p != pend_q &&    \
                 p != prev_end_tok + 1) {                                                                   \
                 int64_t q = p + 1;                                                                         \
-                while (q < b - 1 && !ends_run(P, (int64_t)ids[q]) && q != pend_a && q != pend_q) q++;         \
+                /* pend_a and pend_q lie at most one past the header, behind p: no check inside the run */ \
+                q = SCAN(P, ids, q, b - 1);                                                               \
                 int rl = L_OUTSIDE, pb = 0;                                                                \
                 if (last_s >= 0) {                                                                         \
                     if (last_e >= last_s) {                                                                \
@@ -123,9 +245,9 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                         rl = turn_body;                                                                    \
                         if (turn_role == L_OUTSIDE) pb = P_TEXT_OUTSIDE_TURN;                              \
                         else {                                                                             \
-                            const int base = rl;                                                           \
-                            for (int64_t k = 0; k < n_subs; k++) {                                         \
-                                if (P->sub_within[k * 256 + base] && sub_last_open[k] > last_s &&          \
+                            for (uint32_t m = body_subs; m; m &= m - 1) {                                  \
+                                const int k = DC_CTZ(m);                                                   \
+                                if (sub_last_open[k] > last_s &&                                           \
                                     (P->sub_close[k] < 0 || sub_last_open[k] > sub_last_close[k]))         \
                                     rl = P->sub_role[k];                                                   \
                             }                                                                              \
@@ -137,10 +259,10 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                     run_start[k_runs] = p; run_role[k_runs] = (uint8_t)rl; run_row_first[k_runs] = 0;      \
                     k_runs++; current = rl;                                                                \
                 }                                                                                          \
-                memset(role + p, rl, (size_t)(q - p));                                                     \
+                fill(role + p, rl, q - p);                                                                 \
                 prev_stage = rl;                                                                           \
-                memset(boundary + p, 0, (size_t)(q - p));                                                  \
-                memset(problem + p, pb, (size_t)(q - p));                                                  \
+                fill(boundary + p, 0, q - p);                                                              \
+                fill(problem + p, pb, q - p);                                                              \
                 if (pb) k_prob += q - p;                                                                   \
                 p = q;                                                                                     \
                 continue;                                                                                  \
@@ -159,8 +281,12 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                     const int64_t si = P->opener_specs[j];                                                 \
                     const int64_t L = P->core_len[si];                                                     \
                     const int64_t *core = P->core_ids + P->core_start[si];                                 \
+                    if (L > 1) { /* the second id decides between most specs: test it first */             \
+                        if (p + 1 >= b) { cut = 1; continue; }                                             \
+                        if ((int64_t)ids[p + 1] != core[1]) continue;                                      \
+                    }                                                                                      \
                     int alive = 1;                                                                         \
-                    for (int64_t jj = 1; jj < L && alive; jj++) {                                          \
+                    for (int64_t jj = 2; jj < L && alive; jj++) {                                          \
                         if (p + jj >= b) { cut = 1; alive = 0; break; }                                    \
                         if ((int64_t)ids[p + jj] != core[jj]) alive = 0;                                   \
                     }                                                                                      \
@@ -234,6 +360,7 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                 }                                                                                          \
                 turn_role = nested ? L_INJECTED : P->role[spec];                                           \
                 turn_body = nested ? L_INJECTED : P->body[spec];                                           \
+                body_subs = P->body_subs[turn_body];                                                       \
                 last_s = p; s_spec = spec; hdr_end = p + hlen - 1;                                         \
                 if (P->is_bos[spec] && p != a) prob = P_MISPLACED_BOS;                                     \
                 prev_m = p; prev_is_s = 1; prev_accepted = 0; prev_spec = spec;                            \
@@ -272,15 +399,15 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                         rl = turn_role == L_ASSISTANT ? L_ASSISTANT_HEADER : L_HEADER;                     \
                         if (free_rl && p >= free_lo && p < free_hi) rl = free_rl;                          \
                     } else if (!bd) {                                                                      \
-                        const int base = rl;                                                               \
-                        for (int64_t k = 0; k < n_subs; k++) {                                             \
-                            if (P->sub_within[k * 256 + base] && sub_last_open[k] > last_s &&              \
+                        for (uint32_t m = body_subs; m; m &= m - 1) {                                      \
+                            const int k = DC_CTZ(m);                                                       \
+                            if (sub_last_open[k] > last_s &&                                               \
                                 (P->sub_close[k] < 0 || sub_last_open[k] > sub_last_close[k] ||            \
                                  t == P->sub_close[k]))                                                    \
                                 rl = P->sub_role[k];                                                       \
                         }                                                                                  \
                         /* a stop token: a block's opener right after the assistant's own output */       \
-                        for (int64_t k = 0; k < n_subs; k++) {                                             \
+                        for (int64_t k = 0; any_stops && (kd & K_SUB) && k < n_subs; k++) {                \
                             if (P->sub_stops[k] && t == P->sub_open[k] && rl == P->sub_role[k] && p > a && \
                                 (prev_stage == L_ASSISTANT || prev_stage == 6 || prev_stage == 7 ||        \
                                  prev_stage == L_ASSISTANT_HEADER)) {                                      \
@@ -327,5 +454,5 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
     noted[1] = k_prob;                                                                                     \
     return k_runs;                                                                                         \
 }
-LABEL_PROFILE(dc_label_profile_i32, int32_t)
-LABEL_PROFILE(dc_label_profile_i64, int64_t)
+LABEL_PROFILE(dc_label_profile_i32, int32_t, scan_run_i32)
+LABEL_PROFILE(dc_label_profile_i64, int64_t, scan_run_i64)

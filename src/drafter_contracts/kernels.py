@@ -2,10 +2,12 @@
 
 Most of the per-shard work is numpy over the flat ``values`` + ``offsets`` of a
 shard. A few steps are a state machine or a scatter-add that numpy can only
-express as dozens of passes over the data (the ChatML labeller was ~100 numpy
+express as dozens of passes over the data (the span labeller is ~100 numpy
 calls over its events); here each is one compiled pass over the same buffers,
 with no Python loop per row or per token. Every kernel has a numpy formulation
-elsewhere in the package that the tests hold it to, bit for bit.
+elsewhere in the package that the tests hold it to, bit for bit. The span
+labeller (``_labeller.c``, built into the same library) is called through
+``spans/kernel.py``, which builds its profile tables.
 
 Why C compiled at install time rather than a JIT: the loops were numba functions
 at first, and every pytest-xdist worker paid ~0.5 s to import numba and
@@ -41,20 +43,16 @@ KERNELS_ENV = "DRAFTER_CONTRACTS_KERNELS"
 #: What the numpy references cost against the compiled loops on the benchmark (docs/reliability.md).
 NUMPY_SLOWDOWN = "about 12x slower per token (913,786 rows at -n 2: ~90 s instead of ~25 s)"
 
-# Role and TurnProblem codes as the C file spells them; spans/labels.py holds the enums and
-# tests/test_kernels.py checks that these mirror them.
-OUTSIDE, HEADER, ASSISTANT, REASONING, TOOL_CALL = 0, 1, 5, 6, 7
-ASSISTANT_END, END, AFTER_ASSISTANT_END, INJECTED, UNKNOWN_ROLE = 8, 9, 10, 11, 12
-NO_LEADING_HEADER, HEADER_IN_OPEN_TURN, STRAY_END, UNKNOWN_ROLE_PROBLEM = 1, 2, 3, 4
-MALFORMED_HEADER, TEXT_OUTSIDE_TURN, UNCLOSED_TURN = 5, 6, 7
+# The role code _kernels.c reads (assistant_turns), as it spells it; spans/labels.py holds the enum
+# and tests/test_kernels.py checks that this mirrors it (and _labeller.c's codes, in its source).
+ASSISTANT_END = 8
 
-ABI_VERSION = 5
+#: 7: the ChatML-only labeller (label_chatml) is gone; 6: the labeller's profile gained body_subs.
+ABI_VERSION = 7
 _P, _I64, _I32, _U64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64
 
 #: argument types per exported function family (the _i32/_i64, _p32/_p64, _c32/_c64 variants share them)
 _SIGNATURES: dict[str, tuple[Any, tuple]] = {
-    "label_chatml": (_I64, (_P, _P, _I64, _I64, _I64, _I64, _P, _I64, _P, _I64, _I64, _I64, _I32, _I64, _I64, _I32,
-                            _I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P)),
     "drain_counts": (_I64, (_P, _I64, _P, _P)),
     "prefix_count": (None, (_P, _I64, _P)),
     "row_hash_sums": (None, (_P, _P, _I32, _P, _I64, _U64, _P)),
@@ -66,7 +64,7 @@ _SIGNATURES: dict[str, tuple[Any, tuple]] = {
     "label_profile": (_I64, (_P, _P, _I64, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _P)),
 }
 _VARIANTS = {
-    "label_chatml": ("i32", "i64"), "drain_counts": ("c32", "c64"), "prefix_count": ("p32", "p64"),
+    "drain_counts": ("c32", "c64"), "prefix_count": ("p32", "p64"),
     "row_hash_sums": ("i32", "i64"), "token_pass": ("i32_p32", "i64_p32", "i32_p64", "i64_p64"),
     "reply_lengths": ("i32", "i64"), "run_totals": ("p32", "p64"), "assistant_turns": ("",),
     "label_profile": ("i32", "i64"),
@@ -175,52 +173,6 @@ def _width(a: np.ndarray, name: str, kind: str) -> str:
 
 
 _FLAGS = (np.bool_, np.uint8)
-
-
-def label_chatml(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, newline: int, role_of_id: np.ndarray,
-                 newline_lead: np.ndarray, think_open: int, think_close: int, has_think: bool, call_open: int,
-                 call_close: int, has_call: bool, max_len: int, lowest: int, role: np.ndarray, boundary: np.ndarray,
-                 problem: np.ndarray, run_start: np.ndarray, run_role: np.ndarray, run_row_first: np.ndarray,
-                 boundary_at: np.ndarray, noted: np.ndarray) -> int:
-    """Fill ``role``/``boundary``/``problem`` for every token of ``ids`` split into rows by ``offsets``,
-    and return k: ``run_start[:k]``, ``run_role[:k]`` and ``run_row_first[:k]`` are the role runs that
-    ``checks.content.role_runs`` would find (a new run at each role change and row start). ``noted``
-    (two int64) receives the number of boundary tokens, whose positions fill ``boundary_at``, and
-    the number of tokens with a problem. Per-run outputs hold ``len(ids)``, ``boundary_at`` a third.
-
-    The rules are those of ``spans.chatml.label_reference`` read token by token; a run of
-    ordinary tokens (ids below ``lowest``, the smallest marker id, away from the positions a
-    rule singles out) shares one role and problem and is written as a block.
-    """
-    ids, kind = _ids(ids)
-    n = len(ids)
-    for name, arr in (("role", role), ("boundary", boundary), ("problem", problem), ("run_start", run_start),
-                      ("run_role", run_role), ("run_row_first", run_row_first)):
-        if len(arr) < n:
-            raise ValueError(f"{name}: {len(arr)} elements for {n} tokens")
-    if len(boundary_at) < n // 3 + 1:  # a boundary token is two after an opener: at most one in three
-        raise ValueError(f"boundary_at: {len(boundary_at)} elements for {n} tokens")
-    if len(noted) != 2:
-        raise ValueError("noted: must hold two elements")
-    if not len(role_of_id) or not len(newline_lead):
-        raise ValueError("role_of_id and newline_lead: empty tables")
-    _check_offsets(offsets, n)
-    ptrs = (_ptr(ids, (np.int32, np.int64), "ids"), _ptr(offsets, (np.int64,), "offsets"),
-            _ptr(role_of_id, (np.uint8,), "role_of_id"), _ptr(newline_lead, _FLAGS, "newline_lead"),
-            _ptr(role, (np.uint8,), "role", True), _ptr(boundary, _FLAGS, "boundary", True),
-            _ptr(problem, (np.uint8,), "problem", True), _ptr(run_start, (np.int64,), "run_start", True),
-            _ptr(run_role, (np.uint8,), "run_role", True), _ptr(run_row_first, _FLAGS, "run_row_first", True),
-            _ptr(boundary_at, (np.int64,), "boundary_at", True), _ptr(noted, (np.int64,), "noted", True))
-    lib = _lib()
-    if lib is None:
-        return reference.label_chatml(ids, offsets, start, end, newline, role_of_id, newline_lead, think_open,
-                                      think_close, has_think, call_open, call_close, has_call, max_len, lowest, role,
-                                      boundary, problem, run_start, run_role, run_row_first, boundary_at, noted)
-    p_ids, p_offsets, p_roles, p_lead, *outputs = ptrs
-    return int(lib[f"label_chatml_{kind}"](
-        p_ids, p_offsets, len(offsets) - 1, int(start), int(end), int(newline), p_roles, len(role_of_id),
-        p_lead, len(newline_lead), int(think_open), int(think_close), int(bool(has_think)), int(call_open),
-        int(call_close), int(bool(has_call)), int(max_len), int(lowest), *outputs))
 
 
 def _check_offsets(offsets: np.ndarray, n: int) -> None:

@@ -8,39 +8,15 @@ time differs (docs/reliability.md measures it). ``DRAFTER_CONTRACTS_KERNELS=nump
 this path on purpose (the tests run the suite on it).
 
 These are whole-array formulations, no Python loop per row or token. Where the package
-already states a kernel in numpy for its tests (``spans.chatml.label_reference``,
-``checks.content.role_runs``, ``checks.view.mask_prefix_reference``), that statement is
-used; tests/test_kernels.py holds both backends to each other bit for bit.
+already states a kernel in numpy for its tests (``checks.content.role_runs``,
+``checks.view.mask_prefix_reference``), that statement is used; tests/test_kernels.py holds
+both backends to each other bit for bit. The span labeller's numpy statement is
+``spans.generic.label``, which ``spans.labeller`` runs when the library is not there.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def label_chatml(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, newline: int, role_of_id: np.ndarray,
-                 newline_lead: np.ndarray, think_open: int, think_close: int, has_think: bool, call_open: int,
-                 call_close: int, has_call: bool, max_len: int, lowest: int, role: np.ndarray, boundary: np.ndarray,
-                 problem: np.ndarray, run_start: np.ndarray, run_role: np.ndarray, run_row_first: np.ndarray,
-                 boundary_at: np.ndarray, noted: np.ndarray) -> int:
-    """The labeller from ``label_reference`` (the rules' numpy statement), its runs from ``role_runs``."""
-    from .checks.content import role_runs
-    from .spans.chatml import ChatMLProfile, label_reference
-
-    profile = ChatMLProfile(int(start), int(end), int(newline), role_of_id, newline_lead,
-                            (int(think_open), int(think_close)) if has_think else None,
-                            (int(call_open), int(call_close)) if has_call else None)
-    a, b = int(offsets[0]), int(offsets[-1])  # the rows' tokens; anything outside them is left as it was
-    rows = offsets - a
-    labels = label_reference(ids[a:b], rows, profile, int(max_len))
-    role[a:b], boundary[a:b], problem[a:b] = labels.role, labels.boundary, labels.problem
-    runs = role_runs(labels.role, rows)
-    k = len(runs.start)
-    run_start[:k], run_role[:k], run_row_first[:k] = runs.start + a, runs.role, runs.row_first
-    at = np.flatnonzero(labels.boundary) + a
-    boundary_at[:len(at)] = at
-    noted[0], noted[1] = len(at), np.count_nonzero(labels.problem)
-    return k
 
 
 def drain_counts(counts: np.ndarray, ids_out: np.ndarray, counts_out: np.ndarray) -> None:

@@ -31,7 +31,8 @@ class _Profile(ctypes.Structure):
                 ("tail_merges", _P), ("role", _P), ("body", _P), ("needs_end", _P), ("closed_by_next", _P),
                 ("is_bos", _P), ("inside", _P), ("free_role", _P), ("accepts", _P), ("opener_specs_start", _P), ("opener_specs", _P),
                 ("unknown_len", _P), ("unknown_tail", _P), ("unknown_tail_merges", _P), ("unknown_until", _P),
-                ("n_subs", _I64), ("sub_open", _P), ("sub_close", _P), ("sub_role", _P), ("sub_within", _P), ("sub_stops", _P)]
+                ("n_subs", _I64), ("sub_open", _P), ("sub_close", _P), ("sub_role", _P), ("sub_within", _P), ("sub_stops", _P),
+                ("body_subs", _P)]
 
 
 class KernelTables:
@@ -90,8 +91,11 @@ class KernelTables:
             "sub_within": np.zeros((max(1, len(prof.subs)), 256), dtype=np.uint8),
             "sub_stops": np.array([s.stops for s in prof.subs] or [False], dtype=np.uint8),
         }
+        body_subs = np.zeros(256, dtype=np.uint32)  # by body role: a bit per sub-span that may open there
         for k, s in enumerate(prof.subs):
             self.arrays["sub_within"][k, list(s.within)] = 1
+            body_subs[list(s.within)] |= np.uint32(1 << k)
+        self.arrays["body_subs"] = body_subs
         a = self.arrays
         stop = np.flatnonzero(kind & (K_OPENER | K_END | K_SUB | K_EOS))
         self.struct = _Profile(
@@ -103,7 +107,7 @@ class KernelTables:
             a["opener_specs"].ctypes.data, a["unknown_len"].ctypes.data, a["unknown_tail"].ctypes.data,
             a["unknown_tail_merges"].ctypes.data, a["unknown_until"].ctypes.data, len(prof.subs),
             a["sub_open"].ctypes.data, a["sub_close"].ctypes.data, a["sub_role"].ctypes.data,
-            a["sub_within"].ctypes.data, a["sub_stops"].ctypes.data)
+            a["sub_within"].ctypes.data, a["sub_stops"].ctypes.data, a["body_subs"].ctypes.data)
 
 
 def _functions() -> dict[str, Any] | None:

@@ -73,7 +73,7 @@ class Labels:
     boundary: np.ndarray  # bool per token: header newline merged with content whitespace
     problem: np.ndarray  # uint8 per token, values of TurnProblem
     #: First position of each role run (a new run at every role change and row start), when the
-    #: labeller noted them as it went (the compiled ChatML one); else checks.content.role_runs finds them.
+    #: labeller noted them as it went (the compiled one); else checks.content.role_runs finds them.
     run_starts: np.ndarray | None = None
     #: Noted by the same labeller as it writes: each run's role and whether it opens a row, the
     #: boundary tokens' positions and how many tokens carry a problem (scans of the shard spared).
