@@ -207,10 +207,27 @@ TEMPLATE_DEFECTS = {"deepseekv3_training": "template defect: a second tool-call 
                                            "tool-outputs block with no assistant header; the oracle reads it as tool output"}
 
 
+#: The tagged templates the slow tier sweeps in CI (one to two minutes per property each on 2 cores);
+#: ``DRAFTER_CONTRACTS_FULL_SWEEP=1`` sweeps every tagged template (hours), and the run says which.
+CI_SWEEP = ("cohere_training", "cohere2_training", "deepseek_r1_distill_training", "deepseekv3_training")
+FULL_SWEEP = os.environ.get("DRAFTER_CONTRACTS_FULL_SWEEP") == "1"
+SWEPT = tuple(n for n in TAGGED if n not in REFUSED and (FULL_SWEEP or n in CI_SWEEP))
+
+
+@pytest.mark.slow
+def test_the_sweep_says_what_it_covers() -> None:
+    """A partial sweep is a visible skip naming the templates left out, never a silent subset."""
+    left = [n for n in TAGGED if n not in REFUSED and n not in SWEPT]
+    if left:
+        pytest.skip(f"hf properties swept on {len(SWEPT)} of {len(SWEPT) + len(left)} tagged templates; "
+                    f"DRAFTER_CONTRACTS_FULL_SWEEP=1 adds {', '.join(left)}")
+    assert set(SWEPT) >= set(CI_SWEEP)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("training", [
     pytest.param(n, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=TEMPLATE_DEFECTS[n]))
-    if n in TEMPLATE_DEFECTS else n for n in TAGGED if n not in REFUSED])
+    if n in TEMPLATE_DEFECTS else n for n in SWEPT])
 def test_hf_holds_on_every_tagged_trl_template(training: str) -> None:
     """All six hypothesis properties, ci profile, ``--masker=hf --chat-template FILE`` with the vendor's tokenizer."""
     ctx = hf_context(training)
