@@ -187,3 +187,11 @@ def test_unknown_option_values_suggest_the_closest():
         parse_mask_overrides(["turns=lst"])
     with pytest.raises(UsageProblem, match=r"did you mean 'qwen3.6-dflash'"):
         resolve_contract_path("qwen3.6-dflsh")
+
+
+def test_contract_auto_is_the_generic_contract_inferring_the_convention():
+    from drafter_contracts.config import builtin_contracts, load_contract, resolve_contract_path
+
+    path = resolve_contract_path("auto")
+    assert path == builtin_contracts()["generic"]
+    assert load_contract(path).mask.convention == "auto"

@@ -319,6 +319,11 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
 _REQUIRED = (("contract", "name"),)
 
 
+#: ``--contract auto``: the generic contract, whose ``[mask] convention = "auto"`` infers the
+#: producer's convention from the first rows and the template.
+AUTO_CONTRACT = "auto"
+
+
 def builtin_contracts() -> dict[str, Path]:
     """Contract files shipped with the package, by name (file stem)."""
     folder = resources.files("drafter_contracts").joinpath("contracts")
@@ -335,10 +340,12 @@ def resolve_contract_path(raw: str | None) -> Path:
         return path
     if raw in builtins:
         return builtins[raw]
+    if raw == AUTO_CONTRACT:  # the generic contract infers the producer's convention from the data
+        return builtins[BUILTIN_CONTRACT]
     if path.exists():
         raise UsageProblem(f"--contract {raw}: not a file; pass a contract .toml file or one of: {', '.join(sorted(builtins))}")
     raise UsageProblem(f"--contract {raw}: no such file{did_you_mean(raw, builtins)}; pass a contract .toml file "
-                       f"(write one with 'drafter-contracts init DATASET') or one of: {', '.join(sorted(builtins))}")
+                       f"(write one with 'drafter-contracts init DATASET') or one of: {', '.join(sorted([*builtins, AUTO_CONTRACT]))}")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
