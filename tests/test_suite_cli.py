@@ -140,7 +140,7 @@ def test_failure_message_shows_decoded_rows(pytester, mutant_dirs, common_args):
 # --- bad input: one line, exit code 4, no traceback ---------------------------------------------
 
 def _bad_tokenizer(tmp: Path) -> Path:
-    """A loadable tokenizer that is not ChatML (no <|im_start|>)."""
+    """A loadable tokenizer with no chat template (and no ChatML markers)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     tok = Tokenizer(models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
@@ -186,7 +186,7 @@ def bad_inputs(tmp_path_factory, clean_dataset):
         "contract file missing": ([ds, f"--contract={tmp / 'none.toml'}"], "no such file"),
         "tokenizer missing": ([ds, f"--tokenizer={tmp / 'no-tokenizer'}"], "no such directory"),
         "tokenizer cannot load": ([ds, f"--tokenizer={_broken_tokenizer(tmp)}"], "cannot be loaded"),
-        "tokenizer not ChatML": ([ds, f"--tokenizer={_bad_tokenizer(tmp)}"], "cannot be the ChatML tokenizer"),
+        "tokenizer not ChatML": ([ds, f"--tokenizer={_bad_tokenizer(tmp)}"], "has no chat template, so where its turns start cannot be learnt"),
         "bad tolerance": ([ds, "--count-tolerance=lots"], "count_tolerance must be"),
         "report dir inside dataset": ([ds, f"--report-dir={clean_dataset / 'reports'}"], "dataset is read-only"),
     }
