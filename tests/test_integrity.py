@@ -88,3 +88,13 @@ def test_dataset_info_without_features_is_what_datasets_infers(tmp_path):
     (folder / "dataset_info.json").unlink()
     assert check_metadata(folder, open_dataset(folder).schema) == [
         Defect("dataset_info.json", None, None, "missing; datasets.load_from_disk refuses the folder without it")]
+
+
+def test_the_inference_sample_avoids_damaged_batches():
+    def damaged(*spans):
+        return Integrity([Defect("f", "input_ids", a, "x", (a, b)) for a, b in spans], rows=100)
+
+    assert damaged().sound_window(10, 100) == (0, 10)
+    assert damaged((0, 20)).sound_window(10, 100) == (20, 30)  # a damaged first batch is stepped over
+    assert damaged((0, 20), (25, 40)).sound_window(10, 100) == (20, 25)  # the sample stops before the next one
+    assert damaged((0, 100)).sound_window(10, 100) == (100, 100)  # nothing sound: an empty sample

@@ -250,27 +250,13 @@ class Engine:
 
     def _sample(self, rows: int = 2000):
         """The first rows' view, labels and mask facts (what ``convention = auto`` infers from)."""
-        start, stop = self._sound_window(rows)
+        start, stop = self.integrity.sound_window(rows, self.dataset.num_rows)
         if "input_ids" in self.column_problems or stop <= start:
             return usable_view(self.dataset.read(Shard(0, 0, 0))), None, None
         a = self.dataset.read(Shard(0, start, stop))
         view = usable_view(a)
         labels = self.oracle.label(view.ids, view.offsets, self.contract.max_len)
         return view, labels, self.oracle.mask_facts(view.ids)
-
-    def _sound_window(self, rows: int) -> tuple[int, int]:
-        """The first run of up to ``rows`` rows whose buffers are sound (damaged batches are never read)."""
-        start = 0
-        for a, b in self.integrity.bad_ranges.tolist():
-            if a > start:
-                break
-            start = max(start, b)
-        stop = min(start + rows, self.dataset.num_rows)
-        bad = self.integrity.bad_ranges
-        ahead = bad[bad[:, 0] >= start]
-        if len(ahead):
-            stop = min(stop, int(ahead[0, 0]))
-        return start, max(start, stop)
 
     @cached_property
     def integrity(self) -> Integrity:

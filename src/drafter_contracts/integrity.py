@@ -156,6 +156,18 @@ class Integrity:
                 merged.append([a, b])
         return np.array(merged, dtype=np.int64).reshape(-1, 2)
 
+    def sound_window(self, rows: int, num_rows: int) -> tuple[int, int]:
+        """The first run [start, stop) of up to ``rows`` rows outside every damaged batch (for samples)."""
+        ranges = self.bad_ranges  # sorted and merged
+        start = 0
+        for a, b in ranges.tolist():
+            if a > start:
+                break
+            start = b
+        ahead = ranges[ranges[:, 0] >= start, 0]
+        stop = min(start + rows, num_rows, int(ahead[0]) if len(ahead) else num_rows)
+        return start, max(start, stop)
+
     def unreadable(self, start: int, stop: int) -> str | None:
         """Why rows [start, stop) must not be read, or None when their buffers are sound."""
         hits = [d for d in self.defects if d.rows is not None and d.rows[0] < stop and start < d.rows[1]]
