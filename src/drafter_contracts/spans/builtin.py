@@ -225,6 +225,7 @@ def mistral(r: Resolver) -> TemplateProfile:
     eos = r.special("</s>")
     headers = [Header(Role.USER, (r.special("[INST]"),)),
                Header(Role.ASSISTANT, (r.special("[/INST]"),), None, (eos,))]
+    results_end = None
     for open_, close, role in (("[TOOL_RESULTS]", "[/TOOL_RESULTS]", Role.TOOL),
                                ("[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", Role.SYSTEM),
                                ("[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", Role.SYSTEM)):
@@ -233,8 +234,15 @@ def mistral(r: Resolver) -> TemplateProfile:
             continue
         if role == Role.TOOL:  # the assistant answers right after the results, with no [/INST]
             headers += [Header(role, (a,)), Header(Role.ASSISTANT, (b,), None, (eos,))]
+            results_end = b
         else:
             headers.append(Header(role, (a,), None, (b,)))
+    if results_end is not None:
+        # [/TOOL_RESULTS] opens the answer only when text follows; before the next call's results or the next
+        # [INST] it closes the tool turn, and the pair opens that turn (turns with no end marker of their own:
+        # the opener inside the pair then closes nothing).
+        headers += [Header(h.role, (results_end, *h.core)) for h in list(headers)
+                    if len(h.core) == 1 and not h.ends and h.role in (Role.TOOL, Role.USER)]
     subs = r.sub("[THINK]", "[/THINK]", Role.REASONING) + r.sub("[TOOL_CALLS]", None, Role.TOOL_CALL)
     return TemplateProfile("mistral", tuple(headers), bos=(r.special("<s>"),), subs=tuple(subs))
 
@@ -245,6 +253,9 @@ def deepseek(r: Resolver) -> TemplateProfile:
                Header(Role.ASSISTANT, (r.special("<｜Assistant｜>"),), None, (eos,))]
     a, b = r.optional("<｜tool▁outputs▁begin｜>"), r.optional("<｜tool▁outputs▁end｜>")
     if a is not None and b is not None:  # the answer after tool outputs follows their closing marker directly
+        # ... or, before a second round of calls, a new <｜Assistant｜> follows it (axolotl's deepseek_v3) and
+        # opens that turn, closing the empty one.
+        headers[1] = Header(Role.ASSISTANT, headers[1].core, None, (eos,), inside=(Role.ASSISTANT,))
         headers += [Header(Role.TOOL, (a,)), Header(Role.ASSISTANT, (b,), None, (eos,))]
     subs = (r.sub("<think>", "</think>", Role.REASONING)
             + r.sub("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", Role.TOOL_CALL))
