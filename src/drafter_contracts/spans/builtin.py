@@ -12,6 +12,7 @@ folder holds the vendors' files, see docs/templates.md):
 - ``chatml``: Qwen 2.5 / 3 / 3.5 / 3.6 / VL, Nemotron 3 (``<|im_start|>ROLE\\n … <|im_end|>\\n``);
 - ``lfm2``: LFM2 / LFM2.5 (ChatML with ``<|startoftext|>`` and its own tool markers);
 - ``llama3``: Llama 3 / 3.1 / 3.2 (``<|start_header_id|>ROLE<|end_header_id|>\\n\\n … <|eot_id|>``);
+  ``llama4``: Llama 4 (``<|header_start|>ROLE<|header_end|>\\n\\n … <|eot|>``);
 - ``gemma``: Gemma 1 / 2 / 3 (``<start_of_turn>user|model\\n … <end_of_turn>\\n``);
 - ``gemma4``: Gemma 4 and DiffusionGemma (``<|turn>ROLE\\n … <turn|>\\n``; reasoning, tool calls and tool
   responses as blocks inside the model turn);
@@ -126,6 +127,23 @@ def llama3(r: Resolver) -> TemplateProfile:
                     for word, role in words.items())
     return TemplateProfile("llama3", headers, bos=(r.special("<|begin_of_text|>"),),
                            subs=tuple(r.sub("<|python_tag|>", None, Role.TOOL_CALL)), short_tails=r.newline_runs(2))
+
+
+def llama4(r: Resolver) -> TemplateProfile:
+    """Llama 4: Llama 3's shape with its own markers (``<|header_start|>ROLE<|header_end|>\\n\\n … <|eot|>``).
+
+    A tool-call message is its content between ``<|python_start|>`` and ``<|python_end|>``, then the
+    calls as bare JSON: all of it is the assistant's output, with no marker around the calls themselves.
+    """
+    start, stop = r.special("<|header_start|>"), r.special("<|header_end|>")
+    eot, tail = r.special("<|eot|>"), r.single("\n\n")
+    eom = r.optional("<|eom|>")
+    words = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT, "ipython": Role.TOOL,
+             "tool": Role.TOOL}
+    headers = tuple(Header(role, (start, *r.seq(word), stop), tail,
+                           (eot, eom) if role == Role.ASSISTANT and eom is not None else (eot,))
+                    for word, role in words.items())
+    return TemplateProfile("llama4", headers, bos=(r.special("<|begin_of_text|>"),), short_tails=r.newline_runs(2))
 
 
 def gemma(r: Resolver) -> TemplateProfile:
@@ -266,14 +284,14 @@ def deepseek(r: Resolver) -> TemplateProfile:
 #: name -> builder. Order is the order candidates are tried in (``resolve``); each must still
 #: label the template's own renderings exactly to be used.
 BUILTINS: dict[str, Callable[[Resolver], TemplateProfile]] = {
-    "chatml": chatml, "lfm2": lfm2, "phi4": phi4, "phi3": phi3, "llama3": llama3, "gemma": gemma,
+    "chatml": chatml, "lfm2": lfm2, "phi4": phi4, "phi3": phi3, "llama3": llama3, "llama4": llama4, "gemma": gemma,
     "gemma4": gemma4, "harmony": harmony, "atem": atem, "glm": glm, "cohere": cohere, "mistral": mistral,
     "deepseek": deepseek,
 }
 #: Other names people use for the same families.
 ALIASES = {"qwen": "chatml", "qwen2.5": "chatml", "qwen3": "chatml", "qwen3.5": "chatml", "qwen3.6": "chatml",
            "nemotron": "chatml", "lfm2.5": "lfm2", "llama": "llama3", "llama3.1": "llama3", "llama3.2": "llama3",
-           "llama3.3": "llama3", "gemma2": "gemma", "gemma3": "gemma", "diffusion-gemma": "gemma4",
+           "llama3.3": "llama3", "llama-4": "llama4", "gemma2": "gemma", "gemma3": "gemma", "diffusion-gemma": "gemma4",
            "gpt-oss": "harmony", "gptoss": "harmony", "muse": "atem", "glm4": "glm", "glm4.5": "glm", "glm4moe": "glm",
            "phi-3": "phi3", "phi3.5": "phi3", "phi-4": "phi4", "command-r": "cohere", "aya": "cohere",
            "mistral-v3": "mistral", "tekken": "mistral", "deepseek-v3": "deepseek", "deepseek-r1": "deepseek"}
