@@ -161,27 +161,66 @@ def test_mistral_tool_call_ids_are_fitted() -> None:
     assert answers == ids  # each response still answers its call
 
 
-def test_llama4_builtin_rows() -> None:
-    """The llama4 built-in (added for this corpus): a call round with its content in python tags, then the answer."""
+#: Rows the built-ins added for this corpus must label: (family, template whose vendor tokenizer to use, text,
+#: piece -> role of its first occurrence). The pieces are whole tokens of the row.
+NEW_BUILTIN_ROWS = [
+    ("llama4", "llama4",
+     "<|begin_of_text|><|header_start|>user<|header_end|>\n\nWeather?<|eot|>"
+     "<|header_start|>assistant<|header_end|>\n\n<|python_start|>Checking<|python_end|>"
+     '{"name": "w", "parameters": {}}<|eot|><|header_start|>ipython<|header_end|>\n\n"cold"<|eot|>'
+     "<|header_start|>assistant<|header_end|>\n\nCold.<|eot|>",
+     {"Weather": "USER", "Checking": "ASSISTANT", "<|python_end|>": "ASSISTANT", "cold": "TOOL", "Cold": "ASSISTANT"}),
+    ("exaone4", "exaone4",
+     "[|system|]\nBe brief.[|endofturn|]\n[|user|]\nWeather?[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\n"
+     '<tool_call>{"name": "w"}</tool_call>[|endofturn|]\n[|tool|]\n<tool_result>{"result": "cold"}</tool_result>'
+     "[|endofturn|]\n[|assistant|]\n<think>\n\n</think>\n\nCold.[|endofturn|]\n",
+     {"Be": "SYSTEM", "Weather": "USER", "<tool_call>": "TOOL_CALL", "cold": "TOOL", "Cold": "ASSISTANT",
+      "<think>": "REASONING"}),
+    ("exaone", "exaone",  # EXAONE 3: the user turn ends with a newline and no marker
+     "[|system|][|endofturn|]\n[|user|]Weather?\n[|assistant|]Cold.[|endofturn|]\n",
+     {"Weather": "USER", "Cold": "ASSISTANT"}),
+    ("jamba", "jamba",
+     "<|startoftext|><|bom|><|system|> <|eom|><|bom|><|user|> Weather?<|eom|><|bom|><|assistant|> <tool_calls>[]"
+     '</tool_calls><|eom|><|bom|><|tool|> (w){"t": "cold"}<|eom|><|bom|><|assistant|> Cold.<|eom|>',
+     {" Weather": "USER", "<|eom|>": "END", "cold": "TOOL", " Cold": "ASSISTANT"}),
+]
+
+
+@pytest.mark.parametrize("family, template, text, expect", NEW_BUILTIN_ROWS if MISSING is None else [
+    pytest.param("", "", "", {}, marks=pytest.mark.skip(reason=MISSING or ""))])
+def test_new_builtin_rows(family: str, template: str, text: str, expect: dict[str, str]) -> None:
+    """The built-ins added for this corpus (llama4, exaone, exaone4, jamba) on hand-written rows of their shape."""
+    from drafter_contracts.spans.builtin import builtin_profile
+    from drafter_contracts.spans.labeller import label
+    from drafter_contracts.spans.labels import Role
+    from drafter_contracts.spans.profile import CompiledProfile
+
+    vocab = at.template_vocabulary(template)
+    cp = CompiledProfile(builtin_profile(family, vocab), vocab.newline_lead)
+    ids, spans = vocab.encode_with_offsets(text)
+    got = label(np.asarray(ids, dtype=np.int64), np.array([0, len(ids)], dtype=np.int64), cp, 4096)
+    pieces = [text[a:b] for a, b in spans]
+    assert not got.problem.any(), [(p, int(q)) for p, q in zip(pieces, got.problem) if q]
+    roles: dict[str, str] = {}
+    for piece, r in zip(pieces, got.role):
+        roles.setdefault(piece, Role(r).name)
+    assert {k: roles.get(k) for k in expect} == expect
+
+
+def test_exaone_builtin_labels_conversations_without_tools() -> None:
+    """EXAONE 3 is refused by auto only for its tool probe (an oracle gap): the built-in itself labels every
+    rendering of the conversations the template can render exactly."""
     if MISSING is not None:
         pytest.skip(MISSING)
     from drafter_contracts.spans.builtin import builtin_profile
-    from drafter_contracts.spans.labels import Role
-    from drafter_contracts.spans.profile import CompiledProfile
-    from drafter_contracts.spans.labeller import label
+    from drafter_contracts.spans.resolve import oracle_for_profile
 
-    vocab = at.template_vocabulary("llama4")
-    cp = CompiledProfile(builtin_profile("llama4", vocab), vocab.newline_lead)
-    text = ("<|begin_of_text|><|header_start|>user<|header_end|>\n\nWeather?<|eot|>"
-            "<|header_start|>assistant<|header_end|>\n\n<|python_start|>Checking<|python_end|>"
-            '{"name": "w", "parameters": {}}<|eot|><|header_start|>ipython<|header_end|>\n\n"cold"<|eot|>'
-            "<|header_start|>assistant<|header_end|>\n\nCold.<|eot|>")
-    ids, spans = vocab.encode_with_offsets(text)
-    got = label(np.asarray(ids, dtype=np.int64), np.array([0, len(ids)], dtype=np.int64), cp, 4096)
-    roles = {text[a:b]: Role(r) for (a, b), r in zip(spans, got.role)}
-    assert not got.problem.any()
-    assert roles["Weather"] == Role.USER and roles["Checking"] == Role.ASSISTANT and roles["cold"] == Role.TOOL
-    assert roles["Cold"] == Role.ASSISTANT and roles["<|python_end|>"] == Role.ASSISTANT
+    vocab = at.template_vocabulary("exaone")
+    oracle = oracle_for_profile(builtin_profile("exaone", vocab), vocab)
+    for where, tr in _truths("exaone", DEFAULT_N):
+        labels = oracle.label(tr.ids, np.array([0, tr.n_tokens], dtype=np.int64), 1 << 30)
+        found = check_labels(tr, labels.role, labels.problem, labels.boundary)
+        assert not found, f"{where}: {found[0]}"
 
 
 # --------------------------------------------------------------------------- truth vs the authors' tags

@@ -21,6 +21,8 @@ folder holds the vendors' files, see docs/templates.md):
 - ``glm``: GLM-4.5 / 4.6 (``[gMASK]<sop><|user|>\\n …``; an assistant turn ends at the next header);
 - ``phi3``: Phi-3 / 3.5 (``<|user|>\\n … <|end|>\\n``); ``phi4`` (``<|im_start|>ROLE<|im_sep|> … <|im_end|>``);
 - ``cohere``: Command R / Aya / Command A (``<|START_OF_TURN_TOKEN|><|USER_TOKEN|> … <|END_OF_TURN_TOKEN|>``);
+- ``exaone`` / ``exaone4``: EXAONE 3 / 4 (``[|ROLE|] … [|endofturn|]\\n``; EXAONE 4 adds a newline after the role);
+- ``jamba``: Jamba 1.5 / 1.6 (``<|bom|><|ROLE|> … <|eom|>``);
 - ``mistral`` (v3 / tekken, ``[INST] … [/INST] … </s>``) and ``deepseek`` (V3 / R1, ``<｜User｜> … <｜Assistant｜> …``).
 """
 
@@ -239,6 +241,40 @@ def cohere(r: Resolver) -> TemplateProfile:
     return TemplateProfile("cohere", tuple(headers), after_end=after, bos=(r.special("<BOS_TOKEN>"),), subs=tuple(subs))
 
 
+def _exaone(r: Resolver, name: str, tail: bool) -> TemplateProfile:
+    eot, nl = r.special("[|endofturn|]"), r.single("\n")
+    words = [("[|system|]", Role.SYSTEM), ("[|user|]", Role.USER), ("[|assistant|]", Role.ASSISTANT),
+             ("[|tool|]", Role.TOOL)]
+    headers = [Header(role, (r.special(tok),), nl if tail else None, (eot,),
+                      inside=(Role.USER,) if role == Role.ASSISTANT else ())
+               for tok, role in words if role != Role.TOOL or r.optional(tok) is not None]
+    subs = r.sub("<think>", "</think>", Role.REASONING) + r.sub("<tool_call>", "</tool_call>", Role.TOOL_CALL)
+    return TemplateProfile(name, tuple(headers), after_end=(nl,), subs=tuple(subs), short_tails=r.newline_runs(1))
+
+
+def exaone(r: Resolver) -> TemplateProfile:
+    """EXAONE 3: ``[|ROLE|]…[|endofturn|]\\n``, but a user turn ends with no marker (``[|user|]…\\n[|assistant|]``):
+    the assistant header may open inside an open user turn, closing it."""
+    return _exaone(r, "exaone", tail=False)
+
+
+def exaone4(r: Resolver) -> TemplateProfile:
+    """EXAONE 4: ``[|ROLE|]\\n…[|endofturn|]\\n`` for every role (``[|tool|]`` too), ``<think>`` and ``<tool_call>``
+    blocks in the reply."""
+    return _exaone(r, "exaone4", tail=True)
+
+
+def jamba(r: Resolver) -> TemplateProfile:
+    """Jamba 1.5 / 1.6: ``<|bom|><|ROLE|> … <|eom|>`` after ``<|startoftext|>``; a system turn, empty when the
+    conversation has none, always comes first. The space after the role merges with the content under BPE
+    (a boundary token, content of the turn); tool calls are ``<tool_calls>`` text inside the reply."""
+    bom, eom = r.special("<|bom|>"), r.special("<|eom|>")
+    words = [("<|system|>", Role.SYSTEM), ("<|user|>", Role.USER), ("<|assistant|>", Role.ASSISTANT),
+             ("<|tool|>", Role.TOOL)]
+    headers = tuple(Header(role, (bom, r.special(tok)), None, (eom,)) for tok, role in words)
+    return TemplateProfile("jamba", headers, bos=(r.special("<|startoftext|>"),))
+
+
 def mistral(r: Resolver) -> TemplateProfile:
     eos = r.special("</s>")
     headers = [Header(Role.USER, (r.special("[INST]"),)),
@@ -285,7 +321,8 @@ def deepseek(r: Resolver) -> TemplateProfile:
 #: label the template's own renderings exactly to be used.
 BUILTINS: dict[str, Callable[[Resolver], TemplateProfile]] = {
     "chatml": chatml, "lfm2": lfm2, "phi4": phi4, "phi3": phi3, "llama3": llama3, "llama4": llama4, "gemma": gemma,
-    "gemma4": gemma4, "harmony": harmony, "atem": atem, "glm": glm, "cohere": cohere, "mistral": mistral,
+    "gemma4": gemma4, "harmony": harmony, "atem": atem, "glm": glm, "cohere": cohere, "exaone4": exaone4,
+    "exaone": exaone, "jamba": jamba, "mistral": mistral,
     "deepseek": deepseek,
 }
 #: Other names people use for the same families.
@@ -293,7 +330,7 @@ ALIASES = {"qwen": "chatml", "qwen2.5": "chatml", "qwen3": "chatml", "qwen3.5": 
            "nemotron": "chatml", "lfm2.5": "lfm2", "llama": "llama3", "llama3.1": "llama3", "llama3.2": "llama3",
            "llama3.3": "llama3", "llama-4": "llama4", "gemma2": "gemma", "gemma3": "gemma", "diffusion-gemma": "gemma4",
            "gpt-oss": "harmony", "gptoss": "harmony", "muse": "atem", "glm4": "glm", "glm4.5": "glm", "glm4moe": "glm",
-           "phi-3": "phi3", "phi3.5": "phi3", "phi-4": "phi4", "command-r": "cohere", "aya": "cohere",
+           "exaone3": "exaone", "phi-3": "phi3", "phi3.5": "phi3", "phi-4": "phi4", "command-r": "cohere", "aya": "cohere",
            "mistral-v3": "mistral", "tekken": "mistral", "deepseek-v3": "deepseek", "deepseek-r1": "deepseek"}
 
 
