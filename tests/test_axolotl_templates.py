@@ -194,6 +194,7 @@ def test_new_builtin_rows(family: str, template: str, text: str, expect: dict[st
     from drafter_contracts.spans.profile import CompiledProfile
 
     vocab = at.template_vocabulary(template)
+    vocab.save_tables()  # the next process reads the tables instead of tokenizer.json
     cp = CompiledProfile(builtin_profile(family, vocab), vocab.newline_lead)
     ids, spans = vocab.encode_with_offsets(text)
     got = label(np.asarray(ids, dtype=np.int64), np.array([0, len(ids)], dtype=np.int64), cp, 4096)
@@ -337,5 +338,5 @@ def test_docs_row_is_current(name: str) -> None:
 def collection_order(item: pytest.Item) -> tuple[str, str]:
     """Each vendor's tests together (tests/conftest.py sorts by this): an xdist worker loads a tokenizer once."""
     params = item.callspec.params if hasattr(item, "callspec") else {}
-    name = params.get("name") or params.get("vendor") or ""
+    name = params.get("name") or params.get("template") or params.get("vendor") or ""
     return (at.vendor_of(name).name if name in NAMES else name, name)

@@ -9,6 +9,9 @@ templates themselves).
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Any
+
 import numpy as np
 
 from drafter_contracts.fixtures.families import family_tokenizer_dir
@@ -22,9 +25,17 @@ R = Role
 AH = R.ASSISTANT_HEADER
 
 
-def _label(family: str, text: str) -> tuple[list[str], list[Role], list[TurnProblem]]:
+@lru_cache(maxsize=None)
+def _family(family: str) -> tuple[Any, CompiledProfile]:
+    """The family's vocabulary and compiled built-in, once per process (a vocabulary load costs seconds)."""
     vocab = load_vocabulary(str(family_tokenizer_dir(family)))
     cp = CompiledProfile(builtin_profile(family, vocab), vocab.newline_lead)
+    vocab.save_tables()
+    return vocab, cp
+
+
+def _label(family: str, text: str) -> tuple[list[str], list[Role], list[TurnProblem]]:
+    vocab, cp = _family(family)
     ids, spans = vocab.encode_with_offsets(text)
     ids = np.asarray(ids, dtype=np.int64)
     offsets = np.array([0, len(ids)], dtype=np.int64)
