@@ -12,6 +12,7 @@ folder holds the vendors' files, see docs/templates.md):
 - ``chatml``: Qwen 2.5 / 3 / 3.5 / 3.6 / VL, Nemotron 3 (``<|im_start|>ROLE\\n … <|im_end|>\\n``);
 - ``lfm2``: LFM2 / LFM2.5 (ChatML with ``<|startoftext|>`` and its own tool markers);
 - ``llama3``: Llama 3 / 3.1 / 3.2 (``<|start_header_id|>ROLE<|end_header_id|>\\n\\n … <|eot_id|>``);
+  ``llama4``: Llama 4 (``<|header_start|>ROLE<|header_end|>\\n\\n … <|eot|>``);
 - ``gemma``: Gemma 1 / 2 / 3 (``<start_of_turn>user|model\\n … <end_of_turn>\\n``);
 - ``gemma4``: Gemma 4 and DiffusionGemma (``<|turn>ROLE\\n … <turn|>\\n``; reasoning, tool calls and tool
   responses as blocks inside the model turn);
@@ -20,6 +21,8 @@ folder holds the vendors' files, see docs/templates.md):
 - ``glm``: GLM-4.5 / 4.6 (``[gMASK]<sop><|user|>\\n …``; an assistant turn ends at the next header);
 - ``phi3``: Phi-3 / 3.5 (``<|user|>\\n … <|end|>\\n``); ``phi4`` (``<|im_start|>ROLE<|im_sep|> … <|im_end|>``);
 - ``cohere``: Command R / Aya / Command A (``<|START_OF_TURN_TOKEN|><|USER_TOKEN|> … <|END_OF_TURN_TOKEN|>``);
+- ``exaone`` / ``exaone4``: EXAONE 3 / 4 (``[|ROLE|] … [|endofturn|]\\n``; EXAONE 4 adds a newline after the role);
+- ``jamba``: Jamba 1.5 / 1.6 (``<|bom|><|ROLE|> … <|eom|>``);
 - ``mistral`` (v3 / tekken, ``[INST] … [/INST] … </s>``) and ``deepseek`` (V3 / R1, ``<｜User｜> … <｜Assistant｜> …``).
 """
 
@@ -128,6 +131,23 @@ def llama3(r: Resolver) -> TemplateProfile:
                            subs=tuple(r.sub("<|python_tag|>", None, Role.TOOL_CALL)), short_tails=r.newline_runs(2))
 
 
+def llama4(r: Resolver) -> TemplateProfile:
+    """Llama 4: Llama 3's shape with its own markers (``<|header_start|>ROLE<|header_end|>\\n\\n … <|eot|>``).
+
+    A tool-call message is its content between ``<|python_start|>`` and ``<|python_end|>``, then the
+    calls as bare JSON: all of it is the assistant's output, with no marker around the calls themselves.
+    """
+    start, stop = r.special("<|header_start|>"), r.special("<|header_end|>")
+    eot, tail = r.special("<|eot|>"), r.single("\n\n")
+    eom = r.optional("<|eom|>")
+    words = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT, "ipython": Role.TOOL,
+             "tool": Role.TOOL}
+    headers = tuple(Header(role, (start, *r.seq(word), stop), tail,
+                           (eot, eom) if role == Role.ASSISTANT and eom is not None else (eot,))
+                    for word, role in words.items())
+    return TemplateProfile("llama4", headers, bos=(r.special("<|begin_of_text|>"),), short_tails=r.newline_runs(2))
+
+
 def gemma(r: Resolver) -> TemplateProfile:
     start, end, nl = r.special("<start_of_turn>"), r.special("<end_of_turn>"), r.single("\n")
     headers = (Header(Role.USER, (start, *r.seq("user")), nl, (end,)),
@@ -221,10 +241,45 @@ def cohere(r: Resolver) -> TemplateProfile:
     return TemplateProfile("cohere", tuple(headers), after_end=after, bos=(r.special("<BOS_TOKEN>"),), subs=tuple(subs))
 
 
+def _exaone(r: Resolver, name: str, tail: bool) -> TemplateProfile:
+    eot, nl = r.special("[|endofturn|]"), r.single("\n")
+    words = [("[|system|]", Role.SYSTEM), ("[|user|]", Role.USER), ("[|assistant|]", Role.ASSISTANT),
+             ("[|tool|]", Role.TOOL)]
+    headers = [Header(role, (r.special(tok),), nl if tail else None, (eot,),
+                      inside=(Role.USER,) if role == Role.ASSISTANT else ())
+               for tok, role in words if role != Role.TOOL or r.optional(tok) is not None]
+    subs = r.sub("<think>", "</think>", Role.REASONING) + r.sub("<tool_call>", "</tool_call>", Role.TOOL_CALL)
+    return TemplateProfile(name, tuple(headers), after_end=(nl,), subs=tuple(subs), short_tails=r.newline_runs(1))
+
+
+def exaone(r: Resolver) -> TemplateProfile:
+    """EXAONE 3: ``[|ROLE|]…[|endofturn|]\\n``, but a user turn ends with no marker (``[|user|]…\\n[|assistant|]``):
+    the assistant header may open inside an open user turn, closing it."""
+    return _exaone(r, "exaone", tail=False)
+
+
+def exaone4(r: Resolver) -> TemplateProfile:
+    """EXAONE 4: ``[|ROLE|]\\n…[|endofturn|]\\n`` for every role (``[|tool|]`` too), ``<think>`` and ``<tool_call>``
+    blocks in the reply."""
+    return _exaone(r, "exaone4", tail=True)
+
+
+def jamba(r: Resolver) -> TemplateProfile:
+    """Jamba 1.5 / 1.6: ``<|bom|><|ROLE|> … <|eom|>`` after ``<|startoftext|>``; a system turn, empty when the
+    conversation has none, always comes first. The space after the role merges with the content under BPE
+    (a boundary token, content of the turn); tool calls are ``<tool_calls>`` text inside the reply."""
+    bom, eom = r.special("<|bom|>"), r.special("<|eom|>")
+    words = [("<|system|>", Role.SYSTEM), ("<|user|>", Role.USER), ("<|assistant|>", Role.ASSISTANT),
+             ("<|tool|>", Role.TOOL)]
+    headers = tuple(Header(role, (bom, r.special(tok)), None, (eom,)) for tok, role in words)
+    return TemplateProfile("jamba", headers, bos=(r.special("<|startoftext|>"),))
+
+
 def mistral(r: Resolver) -> TemplateProfile:
     eos = r.special("</s>")
     headers = [Header(Role.USER, (r.special("[INST]"),)),
                Header(Role.ASSISTANT, (r.special("[/INST]"),), None, (eos,))]
+    results_end = None
     for open_, close, role in (("[TOOL_RESULTS]", "[/TOOL_RESULTS]", Role.TOOL),
                                ("[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", Role.SYSTEM),
                                ("[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", Role.SYSTEM)):
@@ -233,8 +288,15 @@ def mistral(r: Resolver) -> TemplateProfile:
             continue
         if role == Role.TOOL:  # the assistant answers right after the results, with no [/INST]
             headers += [Header(role, (a,)), Header(Role.ASSISTANT, (b,), None, (eos,))]
+            results_end = b
         else:
             headers.append(Header(role, (a,), None, (b,)))
+    if results_end is not None:
+        # [/TOOL_RESULTS] opens the answer only when text follows; before the next call's results or the next
+        # [INST] it closes the tool turn, and the pair opens that turn (turns with no end marker of their own:
+        # the opener inside the pair then closes nothing).
+        headers += [Header(h.role, (results_end, *h.core)) for h in list(headers)
+                    if len(h.core) == 1 and not h.ends and h.role in (Role.TOOL, Role.USER)]
     subs = r.sub("[THINK]", "[/THINK]", Role.REASONING) + r.sub("[TOOL_CALLS]", None, Role.TOOL_CALL)
     return TemplateProfile("mistral", tuple(headers), bos=(r.special("<s>"),), subs=tuple(subs))
 
@@ -245,6 +307,9 @@ def deepseek(r: Resolver) -> TemplateProfile:
                Header(Role.ASSISTANT, (r.special("<｜Assistant｜>"),), None, (eos,))]
     a, b = r.optional("<｜tool▁outputs▁begin｜>"), r.optional("<｜tool▁outputs▁end｜>")
     if a is not None and b is not None:  # the answer after tool outputs follows their closing marker directly
+        # ... or, before a second round of calls, a new <｜Assistant｜> follows it (axolotl's deepseek_v3) and
+        # opens that turn, closing the empty one.
+        headers[1] = Header(Role.ASSISTANT, headers[1].core, None, (eos,), inside=(Role.ASSISTANT,))
         headers += [Header(Role.TOOL, (a,)), Header(Role.ASSISTANT, (b,), None, (eos,))]
     subs = (r.sub("<think>", "</think>", Role.REASONING)
             + r.sub("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", Role.TOOL_CALL))
@@ -255,16 +320,17 @@ def deepseek(r: Resolver) -> TemplateProfile:
 #: name -> builder. Order is the order candidates are tried in (``resolve``); each must still
 #: label the template's own renderings exactly to be used.
 BUILTINS: dict[str, Callable[[Resolver], TemplateProfile]] = {
-    "chatml": chatml, "lfm2": lfm2, "phi4": phi4, "phi3": phi3, "llama3": llama3, "gemma": gemma,
-    "gemma4": gemma4, "harmony": harmony, "atem": atem, "glm": glm, "cohere": cohere, "mistral": mistral,
+    "chatml": chatml, "lfm2": lfm2, "phi4": phi4, "phi3": phi3, "llama3": llama3, "llama4": llama4, "gemma": gemma,
+    "gemma4": gemma4, "harmony": harmony, "atem": atem, "glm": glm, "cohere": cohere, "exaone4": exaone4,
+    "exaone": exaone, "jamba": jamba, "mistral": mistral,
     "deepseek": deepseek,
 }
 #: Other names people use for the same families.
 ALIASES = {"qwen": "chatml", "qwen2.5": "chatml", "qwen3": "chatml", "qwen3.5": "chatml", "qwen3.6": "chatml",
            "nemotron": "chatml", "lfm2.5": "lfm2", "llama": "llama3", "llama3.1": "llama3", "llama3.2": "llama3",
-           "llama3.3": "llama3", "gemma2": "gemma", "gemma3": "gemma", "diffusion-gemma": "gemma4",
+           "llama3.3": "llama3", "llama-4": "llama4", "gemma2": "gemma", "gemma3": "gemma", "diffusion-gemma": "gemma4",
            "gpt-oss": "harmony", "gptoss": "harmony", "muse": "atem", "glm4": "glm", "glm4.5": "glm", "glm4moe": "glm",
-           "phi-3": "phi3", "phi3.5": "phi3", "phi-4": "phi4", "command-r": "cohere", "aya": "cohere",
+           "exaone3": "exaone", "phi-3": "phi3", "phi3.5": "phi3", "phi-4": "phi4", "command-r": "cohere", "aya": "cohere",
            "mistral-v3": "mistral", "tekken": "mistral", "deepseek-v3": "deepseek", "deepseek-r1": "deepseek"}
 
 
