@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from drafter_contracts.report.profile import merged_counts, sparse_counts
+from drafter_contracts.report.stats import merged_counts, sparse_counts
 from drafter_contracts.wire import WIRE_KEY, decode, encode, pack, unpack
 
 

@@ -22,7 +22,7 @@ from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
 from .integrity import CHECK as INTEGRITY_CHECK, Integrity, InvalidBuffers, check_metadata, file_state, scan_tables
 from .integrity import shard_buffers_problem, state_changes
-from .report.profile import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
+from .report.stats import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult, Violation
 from .spans.labels import Labels, Role
 from .spans.resolve import SpanOracle, make_oracle

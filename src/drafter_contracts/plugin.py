@@ -148,7 +148,7 @@ def _configure_properties(config: pytest.Config) -> None:
     if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):  # users run this from anywhere: no .hypothesis/ there
         from hypothesis.configuration import set_hypothesis_home_dir
 
-        from .fixtures.cache import cache_root
+        from .paths import cache_root
 
         set_hypothesis_home_dir(cache_root() / "hypothesis")
     if config.args_source != pytest.Config.ArgsSource.ARGS:
@@ -354,7 +354,7 @@ class ContractRun:
                 "a baseline compares whole datasets"))
             self.report_global(session, result, [head])
             return
-        from .report.profile import dataset_profile
+        from .report.stats import dataset_profile
 
         current = {"profile": dataset_profile(stats, engine.contract.baseline.top_k, counts), "tokenizer": meta["tokenizer"]}
         vocab = engine.vocab

@@ -32,6 +32,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+__all__ = ["SPECIAL_STRINGS", "UNKNOWN_ROLES", "Conversation", "assistant_message", "conversations", "edged",
+           "invalid_conversations", "json_values", "max_lengths", "message_text", "tool_call", "tool_message",
+           "tool_schema"]
+
 Conversation = dict[str, Any]
 
 # ---------------------------------------------------------------- text pieces
@@ -90,11 +94,6 @@ def _long(draw: st.DrawFn) -> str:
     block = draw(_BLOCK)
     filler = " ".join(draw(st.lists(st.sampled_from(_WORDS), min_size=5, max_size=10)))
     return (block + " " + filler + "\n") * draw(st.integers(20, 150))
-
-
-def long_text() -> st.SearchStrategy[str]:
-    """A few hundred to a few thousand tokens: crosses any small ``max_len``."""
-    return _LONG
 
 
 _LONG = _long()
@@ -156,11 +155,6 @@ def assistant_message(draw: st.DrawFn, *, reasoning: bool = True, calls: int = 0
         if not text and draw(st.booleans()):
             msg["content"] = None
     return msg
-
-
-def user_message(*, specials: bool = True, long: bool = False) -> st.SearchStrategy[dict[str, Any]]:
-    """A real user query: starts with a word (never with ``<tool_response>``, which marks tool output)."""
-    return _USER[(specials, long)]
 
 
 def _user(specials: bool, long: bool) -> st.SearchStrategy[dict[str, Any]]:

@@ -11,8 +11,6 @@ figures come from prefix sums, row hashes from one multiply per token.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
@@ -63,7 +61,7 @@ def placeholder_ids(vocab, texts: tuple[str, ...]) -> dict[str, list[int]]:
     Encoding needs the tokenizer itself (~4 s and ~300 MB to load); with the cache an
     xdist worker that only checks content never loads it.
     """
-    from ..paths import cache_root
+    from ..paths import atomic_write_text, cache_root
 
     path = cache_root() / "vocab" / f"{vocab.fingerprint}-placeholders.json"
     try:
@@ -75,11 +73,7 @@ def placeholder_ids(vocab, texts: tuple[str, ...]) -> dict[str, list[int]]:
         for t in missing:
             cached[t] = vocab.backend.encode(t, add_special_tokens=False).ids
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".placeholders-", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(cached, fh)
-            os.replace(tmp, path)
+            atomic_write_text(path, json.dumps(cached))
         except OSError:
             pass  # the cache only saves time
     return {t: cached[t] for t in texts}

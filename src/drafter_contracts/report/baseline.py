@@ -8,8 +8,6 @@ supervised share or the tokens the drafter learns from have moved.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +17,9 @@ import numpy as np
 
 from ..config import BaselinePolicy
 from ..errors import UsageProblem
+from ..paths import atomic_write_text
 from ..results import CheckResult
-from .profile import SEQ_LEN_EDGES
+from .stats import SEQ_LEN_EDGES
 
 KIND = "drafter-contracts-baseline"
 VERSION = 1
@@ -41,14 +40,7 @@ def make_baseline(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_baseline(doc: dict[str, Any], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".baseline-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
 
 
 def load_baseline(path: Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import UsageProblem
 from .html import write_html
-from .profile import merged_counts
+from .stats import merged_counts
 from .summary import STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
 
 _SHARD_IN_NODEID = re.compile(r"\[shard-(\d+)\[")

@@ -7,8 +7,6 @@ test reports), so ``-n 0`` and ``-n 2`` produce the same figures.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .profile import CountSum, dataset_profile
+from ..paths import atomic_write_text
+from .stats import CountSum, dataset_profile
 
 SCHEMA_VERSION = 2
 RESULT_KEY = "drafter_contracts.result"
@@ -255,14 +254,7 @@ def _dumps_summary(summary: dict[str, Any]) -> str:
 
 def write_summary(summary: dict[str, Any], report_dir: Path) -> Path:
     """Write atomically so a reader never sees half a file."""
-    report_dir.mkdir(parents=True, exist_ok=True)
-    target = report_dir / "summary.json"
-    fd, tmp = tempfile.mkstemp(prefix=".summary-", dir=report_dir)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(_dumps_summary(summary))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, target)
-    return target
+    return atomic_write_text(report_dir / "summary.json", _dumps_summary(summary))
 
 
 def _fmt(v: Any, spec: str = ",") -> str:
