@@ -8,17 +8,14 @@ joins the summary like any contract's (report-only unless ``[content] strict``).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
-from .checks.content import exact_groups, repeated_hash_groups
-from .results import CheckResult, Violation
 from .wire import unpack
 
 HASHES_KEY = "drafter_contracts.row_hashes"
-MAX_PAIRS = 20
 
 
 class PayloadCollector:
@@ -39,47 +36,15 @@ class PayloadCollector:
                 kept.append((key, value))
         report.user_properties = kept
 
-    def duplicates(self, num_shards: int, strict: bool, row_keys: Callable[[np.ndarray], list[bytes]]) -> CheckResult:
-        """The global duplicate verdict; skipped when not every shard sent its hashes.
-
-        ``row_keys(rows)``: the exact contents of the given global rows, read from the
-        dataset for the few rows whose hash repeats.
-        """
-        if len(self.hashes) != num_shards:
-            return CheckResult("duplicate_rows", "dataset", skipped=(
-                f"row hashes arrived from {len(self.hashes)} of {num_shards} shards (tests deselected or skipped): "
-                "duplicates are only counted over the whole dataset"))
-        rows = np.concatenate([np.frombuffer(r, dtype=np.int64) for r, _ in self.hashes.values()] or [np.zeros(0, np.int64)])
-        hashes = np.concatenate([np.frombuffer(h, dtype=np.uint64) for _, h in self.hashes.values()]
-                                or [np.zeros(0, np.uint64)])
-        extra, groups, pairs = exact_groups(repeated_hash_groups(rows, hashes), row_keys)
-        examples = [Violation(dup, -1, f"same ids and mask as row {first}") for first, dup in pairs[:MAX_PAIRS]]
-        by_reason = {"exact duplicate of an earlier row": extra} if extra else {}
-        rate = extra / len(rows) if len(rows) else 0.0
-        message = ""
-        if extra and strict:
-            message = (f"{extra:,} of {len(rows):,} rows ({rate:.3%}) repeat an earlier row exactly ({groups:,} distinct rows "
-                       "repeated); e.g. " + ", ".join(f"row {d} = row {f}" for f, d in pairs[:5]))
-        return CheckResult("duplicate_rows", "dataset", rows_checked=int(len(rows)), rows_violating=extra,
-                           by_reason=by_reason, examples=examples, message=message, report_only=not strict)
+    def partials(self, name: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Every shard's (global rows, hashes) for a whole-dataset contract (duplicate_rows)."""
+        if name != "duplicate_rows":
+            return {}
+        return {k: (np.frombuffer(r, dtype=np.int64), np.frombuffer(h, dtype=np.uint64)) for k, (r, h) in self.hashes.items()}
 
 
 def hashes_payload(shard_index: int, rows: np.ndarray, hashes: np.ndarray) -> dict[str, Any]:
     return {"shard": shard_index, "rows": rows.astype(np.int64).tobytes(), "hashes": hashes.astype(np.uint64).tobytes()}
-
-
-def replace_in_recorder(recorder: Any, result: CheckResult) -> None:
-    """Put a controller-side verdict in the recorder in place of the per-shard carriers' records."""
-    failed = bool(result.message) and not result.report_only
-    carried_seconds = recorder.checks.get(result.check, {}).get("seconds", 0.0)  # the carriers' hashing time
-    recorder.checks[result.check] = {
-        "tests": 1, "passed": int(result.skipped is None and not failed), "failed": int(failed),
-        "skipped": int(result.skipped is not None), "rows_checked": result.rows_checked,
-        "rows_violating": result.rows_violating, "by_reason": dict(result.by_reason),
-        "examples": [e.__dict__ for e in result.examples], "messages": [result.message] if result.message else [],
-        "skip_reasons": [result.skipped] if result.skipped else [], "report_only": result.report_only,
-        "global": True, "seconds": carried_seconds,
-    }
 
 
 def warn_excerpts(summary: dict[str, Any], engine: Any, limit: int = 1) -> list[str]:

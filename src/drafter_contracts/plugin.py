@@ -18,13 +18,14 @@ import pytest
 
 from . import kernels
 from .allocator import keep_freed_memory
-from .completeness import Coverage, unchanged_result
+from .checks import registry
+from .completeness import Coverage
 from .dataset import Shard, open_dataset
 from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, warn_excerpts
-from .engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, SHARD_CHECKS, Engine
+from .engine import DATASET_CHECKS, SHARD_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
-from .integrity import CHECK as INTEGRITY_CHECK, file_state
+from .integrity import CHECK as INTEGRITY_CHECK
 from .report import baseline as baseline_mod
 from .report.excerpts import MAX_DECODED, decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
@@ -220,12 +221,9 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
             t0 = time.perf_counter()
             try:
                 result = engine.shard_check(shard, check)
-                if check == "duplicate_rows" and "input_ids" not in engine.column_problems:
-                    # A shard whose rows are all left out (or not read) sends no rows, not no message:
-                    # the whole-dataset comparison needs to hear from every shard.
-                    hashes = ((np.zeros(0, np.int64), np.zeros(0, np.uint64)) if engine.unreadable(shard)
-                              else engine.row_hashes(shard))
-                    props.append((HASHES_KEY, hashes_payload(shard.index, *hashes)))
+                entry = registry.spec(check)
+                if entry.partial is not None and engine.skip_reason(check) is None:
+                    props.append((HASHES_KEY, hashes_payload(shard.index, *entry.partial(engine, shard))))
             except Exception as exc:  # a bug of ours on odd data: that contract fails, the others still report
                 result = CheckResult(check, shard.id, message=(
                     f"could not be evaluated ({type(exc).__name__}: {exc}); this is a drafter-contracts bug, "
@@ -264,7 +262,9 @@ class ContractRun:
     def __init__(self, engine: Engine, baseline_path: Path | None = None, baseline: dict | None = None,
                  save_baseline: Path | None = None) -> None:
         self.engine = engine
-        self.baseline_path, self.baseline, self.save_baseline = baseline_path, baseline, save_baseline
+        #: (path, document) of --baseline FILE, read for the baseline contract's reduce
+        self.baseline = (baseline_path, baseline) if baseline is not None and baseline_path is not None else None
+        self.save_baseline = save_baseline
         self.recorder = Recorder()
         self.started = time.time()
         self.summary: dict[str, Any] | None = None
@@ -276,7 +276,7 @@ class ContractRun:
         self.nothing_checked = False
         self.report_error: str | None = None
         # which shard and contract tests ran, which reported, why not (completeness.py)
-        self.coverage = Coverage(engine.shards, DATASET_CHECKS + ("tokenizer_drift",))
+        self.coverage = Coverage(engine.shards, DATASET_CHECKS)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.coverage.expect(item.nodeid for item in session.items)
@@ -343,30 +343,50 @@ class ContractRun:
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
         }
 
-    def _baseline_check(self, session: pytest.Session, meta: dict[str, Any], counts: Any) -> None:
-        engine, base = self.engine, self.baseline
-        assert base is not None and self.baseline_path is not None
-        stats = [self.recorder.stats[k] for k in sorted(self.recorder.stats)]
-        head = baseline_mod.header(self.baseline_path, base)
-        if len(stats) != len(engine.shards):
-            result = CheckResult(baseline_mod.CHECK, "dataset", skipped=(
-                f"stats cover {len(stats)} of {len(engine.shards)} shards (tests deselected or skipped); "
-                "a baseline compares whole datasets"))
-            self.report_global(session, result, [head])
-            return
-        from .report.stats import dataset_profile
+    # --- whole-dataset verdicts (registry.WholeRun) -------------------------------------------
 
-        current = {"profile": dataset_profile(stats, engine.contract.baseline.top_k, counts), "tokenizer": meta["tokenizer"]}
-        vocab = engine.vocab
-        decode = (lambda i: vocab.decode([i])) if vocab is not None else None
-        comparison = baseline_mod.compare(base, current, counts, engine.contract.baseline, decode)
-        self.report_global(session, baseline_mod.result(comparison, current["profile"]["rows"]),
-                            [head, *comparison.text()])
+    def partials(self, name: str) -> dict[int, Any]:
+        collector = self.session.config.pluginmanager.get_plugin("drafter_contracts_payloads")
+        return collector.partials(name) if collector is not None else {}
+
+    def recorded(self, name: str) -> dict[str, Any] | None:
+        return self.recorder.checks.get(name)
+
+    def lost_shards(self) -> int:
+        return sum(u["index"] not in self.coverage.arrived for u in self.coverage.unchecked())
+
+    def supervised_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
+        return self.recorder.supervised_counts()
+
+    def shard_stats(self) -> list[dict]:
+        return [self.recorder.stats[k] for k in sorted(self.recorder.stats)]
+
+    def _decide_whole(self, session: pytest.Session) -> None:
+        """Every whole-dataset contract's verdict, each through pytest's report hooks like any test's
+        (terminal, JUnit, exit code, summary.json). A verdict fed by per-shard partials replaces the
+        shards' carrier records (their time is kept)."""
+        for entry in registry.specs().values():
+            if entry.scope is not registry.Scope.WHOLE:
+                continue
+            verdict = entry.reduce(self)
+            if verdict is None:
+                continue
+            result, details = (verdict.result, verdict.details) if isinstance(verdict, registry.Verdict) else (verdict, [])
+            if result.skipped and not entry.report_skip:  # nothing to check: in the summary with its reason
+                self._record(f"{self._module_prefix or 'drafter-contracts'}::test_{result.check}", "skipped",
+                             {RESULT_KEY: result.to_dict()}, result.skipped)
+                continue
+            carried = self.recorder.checks.pop(result.check, None) if entry.partial is not None else None
+            self.report_global(session, result, details)
+            if carried is not None:
+                own = self.recorder.checks[result.check]
+                own["global"], own["seconds"] = True, own["seconds"] + carried.get("seconds", 0.0)
 
     def _decode_examples(self, summary: dict[str, Any]) -> None:
         """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts."""
         for name, c in summary["checks"].items():
-            if c["verdict"] not in ("fail", "warn") or name == INTEGRITY_CHECK:  # damaged rows are not read
+            entry = registry.spec(name)
+            if c["verdict"] not in ("fail", "warn") or (entry is not None and not entry.decodable):
                 continue
             for ex in c["examples"][:MAX_DECODED]:
                 try:
@@ -385,41 +405,16 @@ class ContractRun:
                 if session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
             return
-        collector = session.config.pluginmanager.get_plugin("drafter_contracts_payloads")
-        carriers = self.recorder.checks.get("duplicate_rows")
         unchecked = self.coverage.unchecked()
-        lost = sum(u["index"] not in self.coverage.arrived for u in unchecked)  # no hashes can come from those
-        if collector is not None and carriers is not None and carriers["skipped"] < carriers["tests"]:
-            # The whole-dataset verdict replaces the shards' carriers and takes the path every
-            # controller-side verdict takes (terminal, JUnit, exit code, summary.json).
-            dup = collector.duplicates(len(self.engine.shards) - lost, self.engine.contract.content.strict,
-                                       self.engine.row_keys)
-            carried = self.recorder.checks.pop("duplicate_rows")
-            self.report_global(session, dup, [])
-            entry = self.recorder.checks["duplicate_rows"]
-            entry["global"], entry["seconds"] = True, entry["seconds"] + carried.get("seconds", 0.0)
+        self._decide_whole(session)
         engine = self.engine
         meta = self._meta()
         if engine.oracle is not None:
             meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
-        stats = [self.recorder.stats[k] for k in sorted(self.recorder.stats)]
-        counts = self.recorder.supervised_counts()  # token_freq, the baseline, the profile and summary.json
-        token_freq = engine.token_freq(counts, len(stats))
-        if token_freq.skipped:  # no file to check: in the summary with its reason, not an extra pytest test
-            self._record(f"{self._module_prefix or 'drafter-contracts'}::test_token_freq", "skipped",
-                         {RESULT_KEY: token_freq.to_dict()}, token_freq.skipped)
-        else:
-            self.report_global(session, token_freq, [])
-        if self.baseline is not None:
-            self._baseline_check(session, meta, counts)
-        # What the run covered (completeness.py): every collected shard reported, on files that did not change.
-        self.report_global(session, self.coverage.result(), [])
-        self.report_global(session, unchanged_result(engine.files_at_start, file_state(engine.dataset.path,
-                                                                                        engine.dataset.files),
-                                                     sum(s.rows for s in engine.shards)), [])
+        counts = self.supervised_counts()
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
-                                     DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k,
+                                     tuple(registry.specs()), engine.contract.baseline.top_k,
                                      counts, unchecked, SHARD_CHECKS, self.coverage.unreported())
         self.summary.update(split_section(engine, self.raw))
         self._decode_examples(self.summary)

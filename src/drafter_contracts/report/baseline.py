@@ -18,6 +18,7 @@ import numpy as np
 from ..config import BaselinePolicy
 from ..errors import UsageProblem
 from ..paths import atomic_write_text
+from ..checks.registry import Scope, Spec, Verdict, register
 from ..results import CheckResult
 from .stats import SEQ_LEN_EDGES
 
@@ -207,3 +208,30 @@ def header(baseline_path: Path, baseline: dict[str, Any]) -> str:
     d = baseline["dataset"]
     return (f"baseline {baseline_path} (saved {baseline.get('created')} from {d.get('path')}, "
             f"{baseline['profile']['rows']:,} rows)")
+
+
+def _reduce(run) -> Verdict | None:
+    """The dataset against --baseline FILE, from the run's merged shard stats (no second pass)."""
+    if run.baseline is None:
+        return None
+    path, base = run.baseline
+    e = run.engine
+    stats = run.shard_stats()
+    head = header(path, base)
+    if len(stats) != len(e.shards):
+        return Verdict(CheckResult(CHECK, "dataset", skipped=(
+            f"stats cover {len(stats)} of {len(e.shards)} shards (tests deselected or skipped); "
+            "a baseline compares whole datasets")), [head])
+    from .fingerprints import tokenizer_fingerprint
+    from .stats import dataset_profile
+
+    counts = run.supervised_counts()
+    current = {"profile": dataset_profile(stats, e.contract.baseline.top_k, counts),
+               "tokenizer": tokenizer_fingerprint(e.vocab)}
+    decode = (lambda i: e.vocab.decode([i])) if e.vocab is not None else None
+    comparison = compare(base, current, counts, e.contract.baseline, decode)
+    return Verdict(result(comparison, current["profile"]["rows"]), [head, *comparison.text()])
+
+
+register(Spec(CHECK, Scope.WHOLE, "the dataset has not drifted from a saved known-good profile", needs=frozenset(),
+              on_request=True, reduce=_reduce))

@@ -24,10 +24,13 @@ from .stats import merged_counts
 from .summary import STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
 
 _SHARD_IN_NODEID = re.compile(r"\[shard-(\d+)\[")
-#: Dataset-level checks whose result covers only the part's own shards (a sample drawn per shard;
-#: the part's shards checked, its files unchanged while it ran): every part's record counts, where
-#: other dataset-level checks (metadata) count once.
-PER_PART_CHECKS = {"tokenizer_drift", "all_shards_checked", "dataset_unchanged"}
+def per_part_checks() -> frozenset[str]:
+    """Dataset-level checks whose result covers only the part's own shards (``Spec.per_part``: a sample
+    drawn per shard; the part's shards checked, its files unchanged while it ran): every part's record
+    counts, where other dataset-level checks (metadata) count once."""
+    from ..checks.registry import specs
+
+    return frozenset(name for name, s in specs().items() if s.per_part)
 #: Top-level keys that are recomputed by the merge rather than copied from part 1.
 _REBUILT = {"schema_version", "exit_status", "figures", "checks", "split", "raw", "timing"}
 
@@ -133,10 +136,11 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
     recorder = Recorder()
     once: dict[str, tuple[str, Path]] = {}  # dataset-level tests run in every part: count them once
     kept: list[dict[str, Any]] = []
+    per_part = per_part_checks()
     for path, doc in parts:
         stats = _part_stats(doc)
         for r in doc["raw"]["records"]:
-            if r["shard"] is None and r["nodeid"].rsplit("::", 1)[-1].removeprefix("test_") not in PER_PART_CHECKS:
+            if r["shard"] is None and r["nodeid"].rsplit("::", 1)[-1].removeprefix("test_") not in per_part:
                 if r["nodeid"] in once:
                     if once[r["nodeid"]][0] != r["outcome"]:
                         raise UsageProblem(f"{path}: {r['nodeid']} {r['outcome']} but {once[r['nodeid']][0]} in "
