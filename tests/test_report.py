@@ -64,7 +64,7 @@ def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
 
     summary = json.loads((report / "summary.json").read_text())
     assert validate_summary(summary) == []
-    assert summary["schema_version"] == 2
+    assert summary["schema_version"] == 3
     # Dataset fingerprint: real files with their sizes, and the datasets' own fingerprint from state.json.
     files = {f["name"]: f["bytes"] for f in summary["dataset"]["files"]}
     assert files == {p.name: p.stat().st_size for p in clean_dataset.glob("data-*.arrow")}

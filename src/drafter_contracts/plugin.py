@@ -21,7 +21,7 @@ from .allocator import keep_freed_memory
 from .checks import registry
 from .completeness import Coverage
 from .dataset import Shard, open_dataset
-from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, warn_excerpts
+from .content_run import warn_excerpts
 from .engine import DATASET_CHECKS, SHARD_CHECKS, Engine
 from .errors import UsageProblem
 from .explain import format_failure
@@ -30,13 +30,14 @@ from .report import baseline as baseline_mod
 from .report.excerpts import MAX_DECODED, decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.html import write_html
-from .report.merge import raw_record, split_section
-from .report.summary import (DETAILS_KEY, RESULT_KEY, RESULTS_KEY, STATS_KEY, UNREAD_KEY, Recorder, build_summary,
+from .report.merge import split_section
+from .report.reducer import Reducer
+from .report.summary import (DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary,
                              terminal_lines, write_summary)
-from .results import CheckResult
+from .results import CheckResult, ShardReport
 from .options import load_contract_options, run_options
 from .vocab import load_vocabulary
-from .wire import WirePacker, unpack
+from .wire import WirePacker, decode_report, encode_report, unpack
 
 ENGINE_KEY = pytest.StashKey[Engine]()
 SUITE_DIR = Path(str(resources.files("drafter_contracts").joinpath("contracts")))
@@ -93,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
     if hasattr(config, "workerinput"):
-        packer = WirePacker(frozenset((RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY, UNREAD_KEY)), frozenset((HASHES_KEY,)))
+        packer = WirePacker(frozenset((RESULT_KEY, DETAILS_KEY)), frozenset((REPORT_KEY,)))
         config.pluginmanager.register(packer, "drafter_contracts_wire")
     else:
         try:
@@ -101,7 +102,6 @@ def pytest_configure(config: pytest.Config) -> None:
         except UsageProblem as exc:
             raise pytest.UsageError(str(exc)) from None
         config.pluginmanager.register(run, "drafter_contracts_run")
-        config.pluginmanager.register(PayloadCollector(), "drafter_contracts_payloads")
         if getattr(config.option, "xmlpath", "") is None and not config.option.collectonly:
             # JUnit XML by default, next to summary.json (--junitxml overrides; -p no:junitxml turns it off).
             config.option.xmlpath = str(Path(config.getoption("report_dir")).expanduser() / "junit.xml")
@@ -209,13 +209,12 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
     whole dataset at -n 2. ``seconds`` of a result is that contract's own time (the
     shard's read, labels and stats are shared, and counted in no contract's time).
     """
-    props = request.node.user_properties
     try:
         stats = engine.stats(shard)
     except Exception:  # the contracts that need what failed fail below, each with the error
         stats = None
-    props.append((STATS_KEY, stats))
-    results, failures = [], []
+    report = ShardReport(shard.index, [], stats)
+    results, failures = report.results, []
     try:
         for check in SHARD_CHECKS:
             t0 = time.perf_counter()
@@ -223,7 +222,7 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
                 result = engine.shard_check(shard, check)
                 entry = registry.spec(check)
                 if entry.partial is not None and engine.skip_reason(check) is None:
-                    props.append((HASHES_KEY, hashes_payload(shard.index, *entry.partial(engine, shard))))
+                    report.partials[check] = entry.partial(engine, shard)
             except Exception as exc:  # a bug of ours on odd data: that contract fails, the others still report
                 result = CheckResult(check, shard.id, message=(
                     f"could not be evaluated ({type(exc).__name__}: {exc}); this is a drafter-contracts bug, "
@@ -238,9 +237,8 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
                                     message=f"{shard.id}: {engine.buffer_problems[shard.index]}")
             results.append({**integrity.to_dict(), "seconds": 0.0})
             failures.append(integrity)
-        if unread:
-            props.append((UNREAD_KEY, unread))
-        props.append((RESULTS_KEY, results))
+        report.unread = unread or None
+        request.node.user_properties.append((REPORT_KEY, encode_report(report)))
     if failures:
         head = (f"{len(failures)} contract(s) broken in {shard.id}: "
                 + ", ".join(f"{r.check} ({r.rows_violating:,} rows)" if r.rows_violating else r.check for r in failures))
@@ -265,13 +263,12 @@ class ContractRun:
         #: (path, document) of --baseline FILE, read for the baseline contract's reduce
         self.baseline = (baseline_path, baseline) if baseline is not None and baseline_path is not None else None
         self.save_baseline = save_baseline
-        self.recorder = Recorder()
+        self.reducer = Reducer()  # every result, stat and partial of the run (report/reducer.py)
         self.started = time.time()
         self.summary: dict[str, Any] | None = None
         self.summary_path: Path | None = None
         self.artifacts: list[str] = []
         self._module_prefix: str | None = None
-        self.raw: list[dict[str, Any]] = []  # what merge-reports replays (see report/merge.py)
         self.session: pytest.Session | None = None
         self.nothing_checked = False
         self.report_error: str | None = None
@@ -287,27 +284,31 @@ class ContractRun:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Every test report: a shard's ShardReport or a contract's one result goes into the reducer."""
         unpack(report)
         own = dict(report.user_properties)
-        self.coverage.note(report.nodeid, report.when, report.outcome, RESULTS_KEY in own or RESULT_KEY in own,
-                           own.get(UNREAD_KEY),
+        shard_report = decode_report(own[REPORT_KEY]) if REPORT_KEY in own else None
+        self.coverage.note(report.nodeid, report.when, report.outcome, shard_report is not None or RESULT_KEY in own,
+                           shard_report.unread if shard_report is not None else None,
                            None if report.longrepr is None else str(report.longrepr))
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             reason = None
             if report.skipped and isinstance(report.longrepr, tuple):
                 reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-            props = dict(report.user_properties)
-            self._record(report.nodeid, report.outcome, props, reason, float(getattr(report, "duration", 0.0) or 0.0))
-            if self._module_prefix is None and "::" in report.nodeid and (RESULT_KEY in props or RESULTS_KEY in props):
+            if shard_report is not None:
+                self.reducer.add(shard_report)
+            elif own.get(RESULT_KEY) is not None:
+                self._record(own[RESULT_KEY], report.outcome, reason, float(getattr(report, "duration", 0.0) or 0.0),
+                             own.get(DETAILS_KEY))
+            if self._module_prefix is None and "::" in report.nodeid and (RESULT_KEY in own or shard_report is not None):
                 self._module_prefix = report.nodeid.split("::", 1)[0]  # the suite's module, not a user's test
-        # Per-shard stats are for summary.json; keep them out of junit.xml properties.
-        ours = (RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY, UNREAD_KEY)
+        # Results and stats are for summary.json; keep them out of junit.xml properties.
+        ours = (RESULT_KEY, REPORT_KEY, DETAILS_KEY)
         report.user_properties = [(k, v) for k, v in report.user_properties if k not in ours]
 
-    def _record(self, nodeid: str, outcome: str, props: dict[str, Any], reason: str | None,
-                duration: float = 0.0) -> None:
-        self.recorder.add(nodeid, outcome, props, reason, duration)
-        self.raw.append(raw_record(nodeid, outcome, props, reason))
+    def _record(self, result: dict[str, Any], outcome: str, reason: str | None, duration: float = 0.0,
+                details: list[str] | None = None) -> None:
+        self.reducer.add_result(result, outcome, reason, duration, details)
 
     def report_global(self, session: pytest.Session, result: CheckResult, details: list[str]) -> None:
         """Send a controller-side contract verdict through pytest's report hooks (setup, call, teardown)."""
@@ -346,20 +347,19 @@ class ContractRun:
     # --- whole-dataset verdicts (registry.WholeRun) -------------------------------------------
 
     def partials(self, name: str) -> dict[int, Any]:
-        collector = self.session.config.pluginmanager.get_plugin("drafter_contracts_payloads")
-        return collector.partials(name) if collector is not None else {}
+        return self.reducer.partials.get(name, {})
 
     def recorded(self, name: str) -> dict[str, Any] | None:
-        return self.recorder.checks.get(name)
+        return self.reducer.checks.get(name)
 
     def lost_shards(self) -> int:
         return sum(u["index"] not in self.coverage.arrived for u in self.coverage.unchecked())
 
     def supervised_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
-        return self.recorder.supervised_counts()
+        return self.reducer.supervised_counts()
 
     def shard_stats(self) -> list[dict]:
-        return [self.recorder.stats[k] for k in sorted(self.recorder.stats)]
+        return self.reducer.shard_stats()
 
     def _decide_whole(self, session: pytest.Session) -> None:
         """Every whole-dataset contract's verdict, each through pytest's report hooks like any test's
@@ -373,13 +373,12 @@ class ContractRun:
                 continue
             result, details = (verdict.result, verdict.details) if isinstance(verdict, registry.Verdict) else (verdict, [])
             if result.skipped and not entry.report_skip:  # nothing to check: in the summary with its reason
-                self._record(f"{self._module_prefix or 'drafter-contracts'}::test_{result.check}", "skipped",
-                             {RESULT_KEY: result.to_dict()}, result.skipped)
+                self._record(result.to_dict(), "skipped", result.skipped)
                 continue
-            carried = self.recorder.checks.pop(result.check, None) if entry.partial is not None else None
+            carried = self.reducer.checks.pop(result.check, None) if entry.partial is not None else None
             self.report_global(session, result, details)
             if carried is not None:
-                own = self.recorder.checks[result.check]
+                own = self.reducer.checks[result.check]
                 own["global"], own["seconds"] = True, own["seconds"] + carried.get("seconds", 0.0)
 
     def _decode_examples(self, summary: dict[str, Any]) -> None:
@@ -397,7 +396,7 @@ class ContractRun:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.session = session
-        if not self.recorder.checks:
+        if not self.reducer.checks:
             # No contract test ran (all deselected, or not collected): nothing is known about the
             # data, and an exit code of 0 would read as a green gate. The last summary stays.
             if not session.config.option.collectonly:
@@ -413,10 +412,10 @@ class ContractRun:
             meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
         counts = self.supervised_counts()
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
-        self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
+        self.summary = build_summary(meta, self.reducer, len(engine.shards), int(session.exitstatus),
                                      tuple(registry.specs()), engine.contract.baseline.top_k,
                                      counts, unchecked, SHARD_CHECKS, self.coverage.unreported())
-        self.summary.update(split_section(engine, self.raw))
+        self.summary.update(split_section(engine))
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()
         try:

@@ -47,6 +47,19 @@ class CheckResult:
         return out
 
 
+@dataclass
+class ShardReport:
+    """What one shard's test returns, whole: its contracts' results, its mergeable stats and the
+    partials of whole-dataset contracts (row hashes). ``wire.py`` encodes exactly this record;
+    ``report.reducer.Reducer.add`` takes it, with or without xdist."""
+
+    shard: int
+    results: list[dict[str, Any]]  # CheckResult.to_dict() each, plus its "seconds"
+    stats: dict[str, Any] | None = None  # sums, extremes, fixed-bin histograms, sparse id counts (arrays)
+    partials: dict[str, Any] = field(default_factory=dict)  # contract name -> what the shard sends it
+    unread: str | None = None  # why the worker did not read the shard (damaged buffers, files changed)
+
+
 def row_result(check: str, scope: str, rows_checked: int, rows: np.ndarray, positions: np.ndarray,
                reasons: np.ndarray, reason_text: dict[int, str], row_offset: int) -> CheckResult:
     """Build a CheckResult from per-row arrays (shard-local rows, one entry per violating row)."""
