@@ -418,16 +418,26 @@ class Engine:
         return fused.outside if fused is not None and w.id_limit == len(self.vocab.known) else None
 
     def row(self, index: int) -> tuple[np.ndarray, np.ndarray | None, int | None]:
-        """One row's ids, mask and seq_len (for explanations): a one-row shard read."""
-        reason = self.integrity.unreadable(index, index + 1)
-        if reason is not None:
-            raise InvalidBuffers(reason)
-        a = ShardWork(self.dataset, Shard(-1, index, index + 1), self.contract, None).arrays
-        ids = a.input_ids.values if a.input_ids is not None else np.zeros(0, np.int64)
+        """One row's ids, mask and seq_len (for explanations): sliced from the open shard's arrays when
+        the row is in it (a shard's test explains its own rows), else a one-row shard read."""
+        w = self._work
+        if w is not None and w.shard.start <= index < w.shard.stop and "arrays" in w.__dict__:
+            a, j = w.arrays, index - w.shard.start
+        else:
+            reason = self.integrity.unreadable(index, index + 1)
+            if reason is not None:
+                raise InvalidBuffers(reason)
+            a, j = ShardWork(self.dataset, Shard(-1, index, index + 1), self.contract, None).arrays, 0
+
+        def cut(col):
+            return col.values[col.offsets[j]:col.offsets[j + 1]]
+
+        ids = cut(a.input_ids) if a.input_ids is not None else np.zeros(0, np.int64)
         mask = None
         if a.loss_mask is not None:
-            mask = a.loss_mask.values if a.loss_mask.values.dtype == np.bool_ else a.loss_mask.values != 0
-        seq_len = int(a.seq_len[0]) if a.seq_len is not None else None
+            values = cut(a.loss_mask)
+            mask = values if values.dtype == np.bool_ else values != 0
+        seq_len = int(a.seq_len[j]) if a.seq_len is not None else None
         return ids, mask, seq_len
 
     def coverage_problem(self) -> str | None:

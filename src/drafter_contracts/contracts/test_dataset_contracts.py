@@ -12,7 +12,7 @@ engine; the logic lives in ``drafter_contracts.checks``.
 """
 
 from drafter_contracts.checks.registry import Scope, names, spec
-from drafter_contracts.plugin import check_dataset, check_rows
+from drafter_contracts.suite import check_dataset, check_rows
 
 
 def _dataset_test(name: str):
