@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from drafter_contracts.fixtures.cache import cache_root, cached_build
+from drafter_contracts.paths import cache_root, cached_build
 from drafter_contracts.fixtures.generate import ARROW_SCHEMA, fixture_dataset_dir, load_tokenizer
 from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
 

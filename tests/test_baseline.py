@@ -10,9 +10,7 @@ A bad baseline file is a one-line usage error (exit 4).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -24,17 +22,13 @@ from drafter_contracts.errors import UsageProblem
 from drafter_contracts.fixtures.mutants import MUTANTS
 from drafter_contracts.fixtures.upgrades import changed_tokenizer, reasoning_unmasked
 from drafter_contracts.report import baseline as bl
+from helpers import run_pytest
 
 ROWS = 2000
 
 
 def run(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
-    report = cwd / "reports"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--report-dir={report}",
-                           "--shard-size=400", "-n", "0", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
-    path = report / "summary.json"
-    return proc, (json.loads(path.read_text()) if path.is_file() else None)
+    return run_pytest(cwd, "--shard-size=400", "-n", "0", *args)
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +168,7 @@ def test_distances():
 def test_compare_without_loss_mask_counts_only_what_exists():
     """Stats of a dataset without loss_mask: the mask-based aspects say "not compared", never fail on None."""
     from drafter_contracts.config import BaselinePolicy
-    from drafter_contracts.report.profile import dataset_profile, seq_len_histogram
+    from drafter_contracts.report.stats import dataset_profile, seq_len_histogram
 
     lengths = np.array([30, 40, 50, 400])
     shard = {"shard": 0, "rows": 4, "rows_checked": 4, "rows_excluded": 0, "tokens": int(lengths.sum()),

@@ -6,7 +6,7 @@ import threading
 import time
 from pathlib import Path
 
-from drafter_contracts.fixtures.cache import cached_build
+from drafter_contracts.paths import cached_build
 
 
 def test_concurrent_requests_build_once(tmp_path: Path) -> None:

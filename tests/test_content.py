@@ -17,6 +17,7 @@ from drafter_contracts.checks.content import anchor_counts, find_duplicates, row
 from drafter_contracts.checks.view import RowView
 from drafter_contracts.config import builtin_contracts
 from drafter_contracts.fixtures.content_mutants import CONTENT_MUTANTS
+from helpers import run_inprocess
 
 CONTENT = ("duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors")
 
@@ -76,9 +77,8 @@ def strict_contract(tmp_path_factory) -> Path:
 
 
 def run(pytester, folder: Path, tokenizer_dir: Path, *extra: str) -> tuple[int, dict, str]:
-    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}", "--shard-size=400",
-                                          "--expected-count=2000", "--report-dir=reports", "-p", "no:cacheprovider", *extra)
-    summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
+    result, summary = run_inprocess(pytester, f"--dataset-path={folder}", "--contract=qwen3.6-dflash",
+                                    f"--tokenizer={tokenizer_dir}", "--shard-size=400", "--expected-count=2000", *extra)
     return result.ret, summary, result.stdout.str()
 
 

@@ -15,7 +15,8 @@ from drafter_contracts.checks import content, spans
 from drafter_contracts.checks.view import RowView, in_table
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import Shard, ShardArrays
-from drafter_contracts.report.profile import run_counts
+from drafter_contracts.hypothesis_settings import examples
+from drafter_contracts.report.stats import run_counts
 from drafter_contracts.spans.labels import Labels, Role
 
 codes = hnp.arrays(np.uint8, st.integers(0, 200), elements=st.integers(0, 20))
@@ -54,7 +55,7 @@ def test_prefix_sum_figures_equal_per_row_loop(rows, block):
 _ROLES = [int(r) for r in Role]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_mask_checks_by_runs_equal_the_per_token_pass(data):
     """The per-role acceptance of both mask-policy checks (clean_by_role_totals) agrees with the

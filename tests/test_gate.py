@@ -7,13 +7,13 @@ a fraction of a second instead of a Python start-up with torch and transformers.
 
 from __future__ import annotations
 
-import json
 import re
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from drafter_contracts.config import builtin_contracts
+from helpers import read_summary
 
 VERDICT = re.compile(r"^drafter-contracts: (\d+) of (\d+) contracts violated on ([\d,]+) rows.* \(exit (\d+)\)$")
 NOTHING = "drafter-contracts: no contract was checked"
@@ -30,7 +30,7 @@ def last_line(result) -> str:
 
 
 def summary(pytester) -> dict:
-    return json.loads((pytester.path / "reports" / "summary.json").read_text())
+    return read_summary(pytester.path / "reports")
 
 
 def test_a_test_path_of_ones_own_still_runs_the_contracts(pytester, args):

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from drafter_contracts import kernels
 from drafter_contracts.checks import content
+from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.spans.labels import Role
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +78,7 @@ def _rows(data, elements, max_rows=8, max_len=40):
     return [t for r in rows for t in r], offsets
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_labeller_both_ways(chatml, alphabet, data):
     """Roles, boundary flags, problems and the role runs, boundary positions and problem count read from
@@ -99,7 +100,7 @@ def test_labeller_both_ways(chatml, alphabet, data):
     assert_same(*both(labels, ids, offsets))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_token_pass_and_hashes_both_ways(data):
     flat, offsets = _rows(data, st.integers(-3, 70))
@@ -119,7 +120,7 @@ def test_token_pass_and_hashes_both_ways(data):
     assert_same(*both(kernels.drain_counts, counts))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_turn_kernels_both_ways(data):
     """reply_lengths, run_totals and assistant_turns over drawn roles, runs and turns."""

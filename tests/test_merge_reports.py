@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,17 +11,14 @@ import pytest
 
 from drafter_contracts.fixtures.mutants import MUTANTS
 from drafter_contracts.report.merge import merge_reports
+from helpers import run_pytest
 
 ROWS = 2000
 N = 3
 
 
 def run(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
-    cwd.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--report-dir=reports", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=600, env=os.environ.copy())
-    f = cwd / "reports" / "summary.json"
-    return proc, (json.loads(f.read_text()) if f.is_file() else None)
+    return run_pytest(cwd, *args)
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from drafter_contracts.engine import CONTENT_CHECKS
 from drafter_contracts.fixtures.producers import convention_dataset_dir
+from helpers import run_inprocess
 
 MAX_LEN = 2048
 
@@ -24,9 +24,7 @@ def regex() -> Path:
 
 
 def run(pytester, *args: str) -> tuple[object, dict]:
-    result = pytester.runpytest_inprocess(*args, f"--max-len={MAX_LEN}", "--report-dir=reports",
-                                          "-p", "no:cacheprovider")
-    return result, json.loads((pytester.path / "reports" / "summary.json").read_text())
+    return run_inprocess(pytester, *args, f"--max-len={MAX_LEN}")
 
 
 def test_per_turn_rows_pass_their_contract(pytester, per_turn, tokenizer_dir):

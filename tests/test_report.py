@@ -25,7 +25,7 @@ from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import DATASET_CHECKS, GLOBAL_CHECKS, Engine
 from drafter_contracts.fixtures.mutants import MUTANTS
 from drafter_contracts.report.html import render_segments
-from drafter_contracts.report.profile import SEQ_LEN_EDGES, dataset_profile, quantiles
+from drafter_contracts.report.stats import SEQ_LEN_EDGES, dataset_profile, quantiles
 from drafter_contracts.report.schema import validate_summary
 
 ROWS = 2000
@@ -64,7 +64,7 @@ def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
 
     summary = json.loads((report / "summary.json").read_text())
     assert validate_summary(summary) == []
-    assert summary["schema_version"] == 2
+    assert summary["schema_version"] == 3
     # Dataset fingerprint: real files with their sizes, and the datasets' own fingerprint from state.json.
     files = {f["name"]: f["bytes"] for f in summary["dataset"]["files"]}
     assert files == {p.name: p.stat().st_size for p in clean_dataset.glob("data-*.arrow")}

@@ -20,6 +20,7 @@ from drafter_contracts.checks.content import ReplyTables, find_duplicates, row_h
 from drafter_contracts.checks.view import RowView, in_table
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import Shard, ShardArrays
+from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.spans.labels import ASSISTANT_PARTS, Labels, Role
 
 # --------------------------------------------------------------------------- placeholder_replies
@@ -117,7 +118,7 @@ def _shard(rows, boundary_every: int) -> tuple[RowView, ShardArrays, Labels]:
     return view, ShardArrays(Shard(0, 0, len(lengths)), None, None, None, None), labels
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_row, min_size=1, max_size=8), st.integers(0, 5), st.integers(2, 40))
 def test_placeholder_replies_equal_per_token_reference(rows, min_reply, boundary_every):
     contract = dataclasses.replace(_CONTRACT, content=dataclasses.replace(_CONTRACT.content,
@@ -219,7 +220,7 @@ def test_row_hashes_separate_near_duplicates():
     assert (extra, groups, pairs) == (1, 1, [(0, 1)])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.lists(st.integers(0, 3), max_size=12), st.integers(0, 2**12 - 1)), min_size=1,
                 max_size=60))
 def test_row_hashes_group_exactly_equal_rows(spec):

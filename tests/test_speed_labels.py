@@ -23,6 +23,7 @@ from drafter_contracts.checks import policy as policy_mod
 from drafter_contracts.checks import spans
 from drafter_contracts.checks.view import RowView
 from drafter_contracts.config import MaskPolicy
+from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.results import first_per_row, row_result
 from drafter_contracts.spans import generic
 from drafter_contracts.spans.labels import ROLE_NAMES, Role
@@ -51,7 +52,7 @@ def _soup(data, alphabet, profile):
     return rows, ids, offsets, max_len
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(st.data())
 def test_fast_labels_equal_reference(chatml, alphabet, data):
     """Every role, boundary flag and problem code of the labeller (chatml built-in) equals the numpy
@@ -173,7 +174,7 @@ policies = st.builds(
     completeness=st.sampled_from(["all", "last"]), reasoning_opener=st.sampled_from(["supervised", "context"]))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.data())
 def test_turns_and_mask_checks_equal_per_token_formulation(chatml, alphabet, vocab, data):
     rows, ids, offsets, max_len = _soup(data, alphabet, chatml)

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 
 from drafter_contracts import strategies as cs
 from drafter_contracts.fixtures.generate import load_tokenizer
+from drafter_contracts.hypothesis_settings import examples
 
 Conv = dict[str, Any]
 
@@ -84,7 +85,7 @@ SHAPES: dict[str, Callable[[Conv], bool]] = {
 def test_every_shape_is_reachable(shape: str) -> None:
     """hypothesis finds each advertised shape, so the properties really exercise it."""
     found = find(cs.conversations(), SHAPES[shape],
-                 settings=settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate],
+                 settings=settings(max_examples=examples(2000), database=None, derandomize=True, phases=[Phase.generate],
                                    suppress_health_check=list(HealthCheck)))
     assert SHAPES[shape](found), json.dumps(found)[:500]
 
@@ -92,7 +93,7 @@ def test_every_shape_is_reachable(shape: str) -> None:
 def test_long_turns_cross_small_caps(tokenizer) -> None:
     """A long turn renders to more tokens than the small max_len values the properties draw."""
     conv = find(cs.conversations(), SHAPES["long turn"],
-                settings=settings(max_examples=2000, database=None, derandomize=True, phases=[Phase.generate],
+                settings=settings(max_examples=examples(2000), database=None, derandomize=True, phases=[Phase.generate],
                                   suppress_health_check=list(HealthCheck)))
     ids = tokenizer.apply_chat_template(conv["messages"], tools=conv["tools"], tokenize=True, return_dict=True)["input_ids"]
     assert len(ids) > 1024

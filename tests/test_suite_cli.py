@@ -9,28 +9,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from drafter_contracts.engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, SHARD_CHECKS
+from drafter_contracts.engine import (
+    CONTENT_CHECKS,
+    DATASET_CHECKS,
+    GLOBAL_CHECKS,
+    ROW_CHECKS,
+    SHARD_CHECKS,
+)
 from drafter_contracts.fixtures.mutants import MUTANTS
+from helpers import run_pytest
 
 FIXTURE_ROWS = 2000
 
 
 def run_suite(cwd: Path, *args: str, timeout: int = 600) -> tuple[subprocess.CompletedProcess, dict | None]:
     """A real `python -m pytest` process; returns it and its summary.json (if written)."""
-    report = cwd / "reports"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--report-dir={report}", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
-    summary_file = report / "summary.json"
-    summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
-    return proc, summary
+    return run_pytest(cwd, *args, timeout=timeout)
 
 
 def verdicts(summary: dict) -> dict[str, str]:

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from drafter_contracts.report.profile import merged_counts, sparse_counts
+from drafter_contracts.report.reducer import merged_counts
+from drafter_contracts.report.stats import sparse_counts
 from drafter_contracts.wire import WIRE_KEY, decode, encode, pack, unpack
 
 
@@ -55,15 +56,39 @@ def test_merged_counts_sum_exactly_across_parts_and_list_inputs():
     assert ids.tolist() == [1, 4, 9] and counts.tolist() == [3, 1, 2]
 
 
-def test_recorder_sums_id_counts_as_shards_arrive_and_once_per_shard():
-    from drafter_contracts.report.summary import STATS_KEY, Recorder
+def _shard_stats(shard: int, **extra) -> dict:
+    return {"shard": shard, "rows": 1, "rows_checked": 1, "rows_excluded": 0, "tokens": 1, "rows_at_max_len": 0,
+            "seq_len_min": 1, "seq_len_max": 1, "supervised_tokens": 1, **extra}
 
-    rec = Recorder()
+
+def test_recorder_sums_id_counts_as_shards_arrive_and_once_per_shard():
+    from drafter_contracts.report.reducer import Reducer
+    from drafter_contracts.results import ShardReport
+
+    rec = Reducer()
     for shard, ids in ((0, [5, 5, 9]), (1, [9, 2]), (1, [9, 2])):  # shard 1 reported twice (a re-run)
-        stats = {"shard": shard, "supervised_id_counts": sparse_counts(np.array(ids, dtype=np.int32))}
-        rec.add(f"t::s{shard}", "passed", {STATS_KEY: stats}, None)
+        stats = _shard_stats(shard, supervised_id_counts=sparse_counts(np.array(ids, dtype=np.int32)))
+        rec.add(ShardReport(shard, [], stats))
     ids, counts = rec.supervised_counts()
     assert ids.tolist() == [2, 5, 9] and counts.tolist() == [1, 2, 2]
     assert all("supervised_id_counts" not in s for s in rec.stats.values())  # not kept per shard
-    rec.add("t::s2", "passed", {STATS_KEY: {"shard": 2}}, None)  # a shard without loss_mask
+    rec.add(ShardReport(2, [], _shard_stats(2)))  # a shard without loss_mask
     assert rec.supervised_counts() is None
+
+
+def test_a_shard_report_travels_whole():
+    """What a shard's test sends: results, stats with sparse counts, row hashes; back equal, arrays as arrays."""
+    from drafter_contracts.results import ShardReport
+    from drafter_contracts.wire import decode_report, encode_report
+
+    counts = sparse_counts(np.array([4, 4, 6], dtype=np.int32))
+    hashes = (np.array([10, 11], np.int64), np.array([2**63 + 5, 7], np.uint64))
+    rep = ShardReport(3, [{"check": "x", "rows_checked": 2}], _shard_stats(3, supervised_id_counts=counts),
+                      {"duplicate_rows": hashes}, None)
+    text, dtypes, buffers = encode_report(rep)
+    assert b"9223372036854775813" not in text  # the hashes are raw buffers, not JSON numbers
+    back = decode_report((text, dtypes, buffers))
+    assert (back.shard, back.results, back.unread) == (3, rep.results, None)
+    assert back.stats["supervised_id_counts"]["ids"].tolist() == [4, 6]
+    rows, sums = back.partials["duplicate_rows"]
+    assert rows.tolist() == [10, 11] and sums.dtype == np.uint64 and sums.tolist() == [2**63 + 5, 7]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .paths import cache_root
+from .paths import cache_root, cached_build
 
 #: Added tokens of the Qwen3.5/3.6 family, in id order from ``FIRST_SPECIAL_ID``.
 FIRST_SPECIAL_ID = 248044
@@ -91,7 +91,6 @@ def build_qwen36_tokenizer(out_dir: Path, chat_template: str | None = None) -> P
 
 def builtin_tokenizer_dir() -> Path:
     """The cached ``builtin:qwen3.6`` tokenizer directory, built on first use (about ten seconds)."""
-    from .fixtures.cache import cached_build
 
     target = cache_root() / "tokenizers" / f"qwen3.6-builtin-v{BUILTIN_VERSION}"
     return cached_build(target, "tokenizer.json", build_qwen36_tokenizer)

@@ -24,7 +24,8 @@ import re
 from typing import Any, Iterable
 
 from .dataset import Shard
-from .integrity import state_changes
+from .checks.registry import Scope, Spec, register
+from .integrity import file_state, state_changes
 from .results import CheckResult
 
 SHARDS_CHECK = "all_shards_checked"
@@ -160,3 +161,14 @@ def unchanged_result(before: dict[str, Any], after: dict[str, Any], num_rows: in
         message = ("the dataset changed while it was checked: " + "; ".join(changed)
                    + ". Verdicts mix old and new data; re-run on a dataset nothing writes to (copy it first)")
     return CheckResult(FILES_CHECK, "dataset", rows_checked=num_rows, message=message)
+
+
+def _unchanged(run) -> CheckResult:
+    e = run.engine
+    return unchanged_result(e.files_at_start, file_state(e.dataset.path, e.dataset.files), sum(s.rows for s in e.shards))
+
+
+register(Spec(SHARDS_CHECK, Scope.WHOLE, "every shard collected to run sent checked results", needs=frozenset(),
+              per_part=True, reduce=lambda run: run.coverage.result()))
+register(Spec(FILES_CHECK, Scope.WHOLE, "the dataset's files did not change during the run", needs=frozenset(),
+              per_part=True, reduce=_unchanged))

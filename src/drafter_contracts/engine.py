@@ -1,9 +1,11 @@
-"""Runs the checks of one shard at a time, lazily, and keeps only their small results.
+"""Runs the contracts of one shard at a time, lazily, and keeps only their small results.
 
-Several pytest tests share a shard (one per contract). The first to ask reads the
-shard once; labels are computed once; each check runs only when its test asks.
-Arrays of the previous shard are dropped when the next one is opened, so memory
-is bounded by one shard.
+One pytest test per shard runs every per-row contract of the registry
+(``checks/registry.py``) on it: the shard is read once, labelled once, and each
+contract's ``run`` reads the shard's shared arrays, view and labels. Arrays of the
+previous shard are dropped when the next one is opened, so memory is bounded by one
+shard. Dataset-level contracts run here too (``dataset_check``); whole-dataset
+verdicts are the controller's (``controller.py``).
 """
 
 from __future__ import annotations
@@ -11,38 +13,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from .checks import content, dataset_level, drift, rows, spans, token_freq
+from .checks import content, spans
+from .checks.registry import IDS, MASK, RAW, TOKENIZER, Scope, names, spec, specs
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
-from .integrity import CHECK as INTEGRITY_CHECK, Integrity, InvalidBuffers, check_metadata, file_state, scan_tables
-from .integrity import shard_buffers_problem, state_changes
-from .report.profile import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
-from .results import CheckResult, Violation
+from .integrity import Integrity, InvalidBuffers, file_state, scan_tables, shard_buffers_problem, state_changes
+from .report.stats import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
+from .results import CheckResult
 from .spans.labels import Labels, Role
 from .spans.resolve import SpanOracle, make_oracle
 from .vocab import Vocabulary
 
-#: Per-row contracts in the order tests are collected and reported.
-ROW_CHECKS = ("no_nulls", "no_empty_rows", "lengths_agree", "mask_values", "seq_len_bounds", "ids_known",
-              "min_supervised", "turns_well_formed", "mask_on_assistant_spans", "mask_covers_assistant_spans")
-DATASET_CHECKS = (INTEGRITY_CHECK, "schema", "row_count", "not_empty")
-#: Whole-dataset token_freq.pt, sampled tokenizer drift, what the run covered, report-only content contracts.
-GLOBAL_CHECKS = ("token_freq", "tokenizer_drift", "all_shards_checked", "dataset_unchanged")
-CONTENT_CHECKS = content.CONTENT_CHECKS
+# Views of the registry (checks/registry.py), by the groups the reports and tests name.
+#: Per-row contracts (not content), in report order.
+ROW_CHECKS = tuple(n for n in names(Scope.ROW) if not spec(n).content)
+#: Contracts with a test of their own (metadata, the drift sample).
+DATASET_CHECKS = names(Scope.DATASET)
+#: Whole-dataset verdicts decided at the controller (token_freq.pt, what the run covered).
+GLOBAL_CHECKS = tuple(n for n in names(Scope.WHOLE) if not spec(n).content and not spec(n).on_request)
+#: Suspicious-content contracts (report-only unless [content] strict).
+CONTENT_CHECKS = tuple(n for n in specs() if specs()[n].content)
 #: What one shard's test runs, in report order.
-SHARD_CHECKS = ROW_CHECKS + tuple(c for c in CONTENT_CHECKS)
-_NEEDS_MASK_CONTENT = {"cut_mid_reply", "dflash_anchors"}
-_NEEDS_TOKENIZER_CONTENT = {"placeholder_replies", "cut_mid_reply"}
-_NEEDS_MASK = {"mask_values", "min_supervised", "mask_on_assistant_spans", "mask_covers_assistant_spans"}
-#: Checks that read raw columns, not the view of usable rows.
-_RAW_CHECKS = {"no_nulls", "no_empty_rows", "lengths_agree", "mask_values"}
-_NEEDS_TOKENIZER = {"ids_known", "turns_well_formed", "mask_on_assistant_spans", "mask_covers_assistant_spans"}
+SHARD_CHECKS = names(shard_test=True)
 
 
 class ShardWork:
@@ -324,31 +322,22 @@ class Engine:
         return out
 
     def skip_reason(self, check: str) -> str | None:
-        """Why a per-row check cannot run here, or None when it can."""
-        if "input_ids" in self.column_problems:
+        """Why a contract cannot run here (what it needs, by its registry entry), or None when it can."""
+        needs = spec(check).needs
+        if IDS in needs and "input_ids" in self.column_problems:
             return self.column_problems["input_ids"]
-        if check in _NEEDS_MASK and "loss_mask" in self.column_problems:
+        if MASK in needs and "loss_mask" in self.column_problems:
             return self.column_problems["loss_mask"]
-        if check in _NEEDS_MASK_CONTENT and "loss_mask" in self.column_problems:
-            return self.column_problems["loss_mask"]
-        if check in _NEEDS_TOKENIZER_CONTENT and self.vocab is None:
-            return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
-        if check in _NEEDS_TOKENIZER and self.vocab is None:
+        if TOKENIZER in needs and self.vocab is None:
             return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
         return None
 
     def dataset_check(self, check: str) -> CheckResult:
-        if check == INTEGRITY_CHECK:
-            return self.integrity.result(check_metadata(self.dataset.path, self.dataset.schema))
-        if check == "schema":
-            return dataset_level.check_schema(self.dataset.column_types(), self.contract)
-        if check == "row_count":
-            return dataset_level.check_row_count(self.dataset.num_rows, self.contract)
-        if check == "not_empty":
-            return dataset_level.check_not_empty(self.dataset.num_rows)
-        if check == "tokenizer_drift":
-            return self._drift()
-        raise KeyError(check)
+        """A dataset-level contract's verdict (its registry entry's ``run``)."""
+        entry = spec(check)
+        if entry is None or entry.scope is not Scope.DATASET:
+            raise KeyError(check)
+        return entry.run(self)
 
     def work(self, shard: Shard) -> ShardWork:
         if self._work is None or self._work.shard != shard:
@@ -381,9 +370,9 @@ class Engine:
             unreadable = self.unreadable(shard)
             if unreadable is not None:
                 self._results[key] = CheckResult(check, shard.id, skipped=unreadable)
-            elif reason is not None and check not in ("no_nulls", "no_empty_rows", "lengths_agree"):
+            elif reason is not None:
                 self._results[key] = CheckResult(check, shard.id, skipped=reason)
-            elif check not in _RAW_CHECKS and shard.rows and not len(self.work(shard).view.rows):
+            elif RAW not in spec(check).needs and shard.rows and not len(self.work(shard).view.rows):
                 self._results[key] = CheckResult(check, shard.id, skipped=(
                     f"all {shard.rows:,} rows of {shard.id} are null, empty or have skewed lengths "
                     "(see test_no_nulls, test_no_empty_rows, test_lengths_agree)"))
@@ -396,78 +385,45 @@ class Engine:
         return self._results[key]
 
     def _run(self, w: ShardWork, check: str) -> CheckResult:
-        a = w.arrays
-        runners: dict[str, Callable[[], CheckResult]] = {
-            "no_nulls": lambda: rows.check_no_nulls(a),
-            "no_empty_rows": lambda: rows.check_no_empty_rows(a),
-            "lengths_agree": lambda: rows.check_lengths_agree(a),
-            "mask_values": lambda: rows.check_mask_values(a),
-            "seq_len_bounds": lambda: rows.check_seq_len_bounds(w.view, a, self.contract),
-            "ids_known": lambda: rows.check_ids_known(w.view, a, self.vocab.known, self._outside(w)),
-            "min_supervised": lambda: rows.check_min_supervised(w.view, a, self.contract),
-            "turns_well_formed": lambda: spans.check_turns_well_formed(w.view, a, w.labels),
-            "mask_on_assistant_spans": lambda: spans.check_mask_on_assistant_spans(
-                w.view, a, w.labels, self.contract, w.mask_facts, self._mask_totals(w)),
-            # mask policy: completeness (skips with its reason when the contract says completeness = "off")
-            "mask_covers_assistant_spans": lambda: spans.check_mask_covers_assistant_spans(
-                w.view, a, w.labels, self.contract, w.mask_facts, self._mask_totals(w)),
-            "duplicate_rows": lambda: CheckResult("duplicate_rows", a.shard.id, rows_checked=len(w.view.rows),
-                                                  report_only=not self.contract.content.strict),
-            "placeholder_replies": lambda: content.check_placeholder_replies(w.view, a, w.labels, self.reply_tables,
-                                                                             self.contract, w.runs),
-            "cut_mid_reply": lambda: content.check_cut_mid_reply(w.view, a, w.labels, self.contract),
-            "short_rows": lambda: content.check_short_rows(w.view, a, self.contract),
-            "dflash_anchors": lambda: content.check_dflash_anchors(w.view, a, self.contract,
-                                                                   rows.supervised_per_row(w.view)),
-        }
-        result = runners[check]()
-        if check in ("mask_on_assistant_spans", "mask_covers_assistant_spans") and result.rows_checked \
-                and result.rows_violating >= 0.5 * result.rows_checked:
-            result.hint = self._convention_hint(w, result)
+        """One contract on one shard: its registry entry's ``run``, and its hint when it has one."""
+        entry = spec(check)
+        result = entry.run(self, w)
+        if entry.hint is not None:
+            result.hint = entry.hint(self, w, result)
         return result
 
-    def _convention_hint(self, w: ShardWork, result: CheckResult) -> str:
-        """Most rows break a mask rule: which built-in conventions these rows fit, found by running them."""
-        from . import conventions
-
-        fits = conventions.fitting(w.view, w.labels, w.mask_facts, self.contract, self.oracle, self.vocab)
-        ok = [name for name, n in fits if n == 0]
-        if not ok:
-            best, n = fits[0] if fits else ("", 0)
-            top = max(result.by_reason.items(), key=lambda kv: kv[1], default=("", 0))[0]
-            why = ""
-            if top.startswith("reasoning (<think> block) left unsupervised"):
-                why = (" Reasoning is left out of the mask in most rows: the Qwen3 regex bug of speculators "
-                       "(the empty think block baked into the role marker), or, if that is intended, declare "
-                       "--mask-policy reasoning_final=false --mask-policy reasoning_earlier=false.")
-            return (f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule, and no built-in "
-                    f"convention fits them all (closest: --contract {best}, {n:,} rows rejected).{why} "
-                    "See docs/conventions.md." if best else "")
-        return (f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule; they fit "
-                + " and ".join(f"--contract {name}" for name in ok) + " (checked on this shard: 0 rows rejected)")
-
     @staticmethod
-    def _mask_totals(w: ShardWork) -> tuple[np.ndarray, np.ndarray] | None:
+    def mask_totals(w: ShardWork) -> tuple[np.ndarray, np.ndarray] | None:
         """Per-role (tokens, supervised tokens) for the mask checks' shortcut; None without a mask."""
         totals = w.role_totals if w.view.mask is not None else None
         return totals if totals is not None and totals[1] is not None else None
 
-    def _outside(self, w: ShardWork) -> int | None:
+    def outside_ids(self, w: ShardWork) -> int | None:
         """The shard's ids outside the tokenizer's range, as its token pass counted them (None if it did not)."""
         fused = w.token_pass
         return fused.outside if fused is not None and w.id_limit == len(self.vocab.known) else None
 
     def row(self, index: int) -> tuple[np.ndarray, np.ndarray | None, int | None]:
-        """One row's ids, mask and seq_len (for explanations): a one-row shard read."""
-        reason = self.integrity.unreadable(index, index + 1)
-        if reason is not None:
-            raise InvalidBuffers(reason)
-        a = ShardWork(self.dataset, Shard(-1, index, index + 1), self.contract, None).arrays
-        ids = a.input_ids.values if a.input_ids is not None else np.zeros(0, np.int64)
+        """One row's ids, mask and seq_len (for explanations): sliced from the open shard's arrays when
+        the row is in it (a shard's test explains its own rows), else a one-row shard read."""
+        w = self._work
+        if w is not None and w.shard.start <= index < w.shard.stop and "arrays" in w.__dict__:
+            a, j = w.arrays, index - w.shard.start
+        else:
+            reason = self.integrity.unreadable(index, index + 1)
+            if reason is not None:
+                raise InvalidBuffers(reason)
+            a, j = ShardWork(self.dataset, Shard(-1, index, index + 1), self.contract, None).arrays, 0
+
+        def cut(col):
+            return col.values[col.offsets[j]:col.offsets[j + 1]]
+
+        ids = cut(a.input_ids) if a.input_ids is not None else np.zeros(0, np.int64)
         mask = None
         if a.loss_mask is not None:
-            mask = a.loss_mask.values if a.loss_mask.values.dtype == np.bool_ else a.loss_mask.values != 0
-        seq_len = int(a.seq_len[0]) if a.seq_len is not None else None
+            values = cut(a.loss_mask)
+            mask = values if values.dtype == np.bool_ else values != 0
+        seq_len = int(a.seq_len[j]) if a.seq_len is not None else None
         return ids, mask, seq_len
 
     def coverage_problem(self) -> str | None:
@@ -542,64 +498,3 @@ class Engine:
             blank[encoded[" "][0]] = True
         placeholders = tuple((text, np.array(encoded[text], dtype=np.int64)) for text in self.contract.content.placeholder_replies)
         return content.ReplyTables(blank, markers, placeholders)
-
-    def token_freq(self, counts: tuple[np.ndarray, np.ndarray] | None, shards_covered: int) -> CheckResult:
-        """token_freq.pt against the exact supervised-id counts the shards' stats already carry.
-
-        Runs at the controller after every shard reported: the counts are the sum of the
-        shards' own, so checking the file costs no second pass over the dataset.
-        """
-        path = self.token_freq_path
-        if path is None:
-            beside = self.dataset.path / token_freq.FILE_NAME
-            if not beside.is_file():
-                return CheckResult("token_freq", "dataset", skipped=(
-                    f"no {token_freq.FILE_NAME} beside the dataset and no --token-freq FILE given"))
-            path = beside
-        if "input_ids" in self.column_problems or "loss_mask" in self.column_problems:
-            return CheckResult("token_freq", "dataset", skipped=self.column_problems.get(
-                "input_ids", self.column_problems.get("loss_mask")))
-        if self.split is not None and self.split[1] > 1:
-            return CheckResult("token_freq", "dataset", skipped=(
-                f"--split {self.split[0]}/{self.split[1]}: token_freq.pt counts the whole dataset; check it in a run "
-                "without --split (the merged summary.json holds the exact supervised_id_counts to compare)"))
-        if counts is None or shards_covered != len(self.shards):
-            return CheckResult("token_freq", "dataset", skipped=(
-                f"stats cover {shards_covered} of {len(self.shards)} shards (tests deselected or skipped); "
-                "token_freq.pt counts the whole dataset"))
-        stored, problem = token_freq.load_token_freq(path)
-        if stored is None:
-            return CheckResult("token_freq", "dataset", message=problem)
-        ids, n = counts
-        recomputed = np.zeros(int(ids.max()) + 1 if len(ids) else 0, dtype=np.int64)
-        recomputed[ids] = n
-        decode = (lambda i: self.vocab.decode([i])) if self.vocab is not None else None
-        result = token_freq.compare(recomputed, stored, decode, path)
-        result.rows_checked = self.dataset.num_rows
-        return result
-
-    def _drift(self) -> CheckResult:
-        """Tokenizer drift on a seeded sample spread over all shards; only the sampled rows are read."""
-        if self.vocab is None:
-            return CheckResult("tokenizer_drift", "dataset",
-                               skipped="no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract")
-        if self.contract.drift.sample_rows == 0:
-            return CheckResult("tokenizer_drift", "dataset",
-                               skipped="[drift] sample_rows = 0 in the contract: tokenizer drift is not checked")
-        if "input_ids" in self.column_problems:
-            return CheckResult("tokenizer_drift", "dataset", skipped=self.column_problems["input_ids"])
-        # Rows per shard from the whole plan, drawn from this part's shards: the parts of a
-        # --split run sample exactly the rows one machine would have.
-        k = drift.rows_per_shard(self.contract.drift.sample_rows, len(self.all_shards))
-        readable = [s for s in self.shards if self.unreadable(s) is None]  # damaged rows are arrow_integrity's
-        picked = drift.global_sample(readable, k, self.contract.drift.seed)
-        part = self.dataset.take_rows(picked)  # sorted by global_sample
-        a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),
-                        _list_column(part.column("loss_mask")) if "loss_mask" not in self.column_problems else None,
-                        None, None)
-        view = usable_view(a)
-        result = drift.check_tokenizer_drift(view, a, self.vocab.backend, self.special_ids, self.vocab.known,
-                                             len(picked), self.contract.drift.seed)
-        result.scope = "dataset"
-        result.examples = [Violation(int(picked[v.row]), v.position, v.reason) for v in result.examples]
-        return result

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .checks import policy, spans
+from .checks import policy, registry
 from .config import Contract
 from .results import CheckResult, Violation
 from .spans.labels import ROLE_NAMES, Labels, Role
@@ -139,18 +139,13 @@ def _labels(ids: np.ndarray, oracle: Any, max_len: int) -> Labels | None:
 def offending_tokens(check: str, ids: np.ndarray, mask: np.ndarray | None, labels: Labels | None,
                      contract: Contract, newline_lead: np.ndarray | None = None,
                      facts: "policy.MaskFacts | None" = None) -> np.ndarray | None:
-    """Every token of one row that breaks a mask contract (None: the check names one token only)."""
-    if labels is None or mask is None or len(mask) != len(ids):
+    """Every token of one row that breaks a contract, by its registry entry's ``offending``
+    (None: the contract names one token only, the violation's position)."""
+    entry = registry.spec(check)
+    if entry is None or entry.offending is None or labels is None or mask is None or len(mask) != len(ids):
         return None
-    offsets = np.array([0, len(ids)], dtype=np.int64)
     facts = facts if facts is not None else policy.MaskFacts(ids, newline_lead)
-    if check == "mask_on_assistant_spans":
-        return spans.disallowed_supervision(mask, labels, contract.mask, offsets, facts=facts)
-    if check == "mask_covers_assistant_spans":
-        turns = policy.assistant_turns(labels.role, offsets, facts.joins_blocks)
-        return policy.required_tokens(ids, offsets, labels, turns, contract.mask, contract.max_len,
-                                      facts.newline_lead, facts) & ~mask
-    return None
+    return entry.offending(ids, mask, labels, contract, facts)
 
 
 @dataclass(frozen=True)
@@ -189,8 +184,8 @@ def explain_row(check: str, row: int, position: int, reason: str, engine) -> Row
     newline_lead = engine.vocab.newline_lead if engine.vocab is not None else None
     facts = engine.oracle.mask_facts(ids) if engine.oracle is not None else None
     off = offending_tokens(check, ids, mask, labels, engine.contract, newline_lead, facts)
-    # A row without enough supervision is best shown by its end, where the reply is.
-    shown_at = -2 if position < 0 and check == "min_supervised" else position
+    entry = registry.spec(check)
+    shown_at = entry.whole_row_at if position < 0 and entry is not None else position
     roles = labels.role if labels is not None else None
     return RowExplanation(check, row, position, reason, sizes,
                           window(ids, mask, roles, shown_at, engine.vocab, off), len(ids))

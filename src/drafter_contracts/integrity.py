@@ -33,6 +33,7 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
+from .checks.registry import Scope, Spec, register
 from .results import CheckResult, Violation
 
 CHECK = "arrow_integrity"
@@ -390,3 +391,8 @@ def shard_buffers_problem(arrays: Any) -> str | None:
     if arrays.seq_len is not None and len(arrays.seq_len) != n_rows:
         return f"seq_len: {len(arrays.seq_len):,} values for {n_rows:,} rows"
     return None
+
+
+register(Spec(CHECK, Scope.DATASET, "every record batch's buffers and the metadata datasets reads are sound",
+              needs=frozenset(), decodable=False,  # a damaged row is not read back to be shown
+              run=lambda e: e.integrity.result(check_metadata(e.dataset.path, e.dataset.schema))))

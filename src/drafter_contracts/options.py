@@ -97,7 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
         run_options(config)  # first: a usage error must not wait for hypothesis's import (1-4 s)
     if config.getoption("masker", None) or config.getoption("hypothesis_profile", None):
         # Before hypothesis's own pytest_configure loads --hypothesis-profile (this hook is tryfirst).
-        from .profiles import register_profiles
+        from .hypothesis_settings import register_profiles
 
         register_profiles()
     if active(config):

@@ -1,15 +1,25 @@
 """Where the suite keeps what it may rebuild (a per-user cache), and how it writes files there.
 
 One module for runtime and fixtures alike: the runtime caches learnt template
-profiles and tokenizer tables, the fixtures cache built tokenizers and datasets.
+profiles, tokenizer tables and the built-in tokenizer, the fixtures cache built
+tokenizers and datasets. Writes are atomic (a temporary sibling, then a rename) and a
+build that several processes want runs once, under a file lock (:func:`cached_build`).
 Nothing is ever written next to a user's dataset.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "build_lock", "cache_root", "cached_build"]
 
 
 def cache_root() -> Path:
@@ -32,6 +42,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from the other users of a shared node
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -44,3 +55,50 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
 
 def atomic_write_text(path: Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextmanager
+def build_lock(target: Path) -> Iterator[None]:
+    """An exclusive lock for building ``target`` (``flock``: released when the process dies, too).
+
+    The lock file lives in the temporary folder, keyed by the target's path, so the cache holds
+    nothing but finished fixtures.
+    """
+    folder = Path(tempfile.gettempdir()) / "drafter-contracts-locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:24]
+    with open(folder / f"{target.name}-{key}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def cached_build(target: Path, marker: str, build: Callable[[Path], object]) -> Path:
+    """``target``, built by ``build(tmp_dir)`` on first use and renamed into place.
+
+    pytest-xdist workers ask for the same fixture at once: the first takes a file lock and
+    builds, the others wait on the lock and then find the finished build, so a fixture is
+    built once per machine, not once per worker (a tokenizer costs ~14 s, the dataset ~9 s).
+    The build goes into a temporary sibling and is renamed, so a killed build leaves no
+    half fixture behind; ``marker`` is a file that only a complete build has.
+    """
+    if (target / marker).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with build_lock(target):
+        if (target / marker).is_file():  # built by another process while this one waited
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            build(tmp / "out")
+            try:
+                os.rename(tmp / "out", target)
+            except OSError:
+                pass  # an incomplete leftover is in the way: said below
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if not (target / marker).is_file():
+        raise RuntimeError(f"{target} exists but is incomplete (no {marker}); delete it to rebuild the fixture")
+    return target

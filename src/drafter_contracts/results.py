@@ -34,13 +34,30 @@ class CheckResult:
     skipped: str | None = None  # reason, when the contract could not be evaluated
     report_only: bool = False  # suspicious-content contracts: violations warn, the test passes
     hint: str = ""  # when most rows break a mask rule: the convention they fit, found by running it
+    #: Violating rows per reason code (what hints are keyed by); not part of the reported record.
+    by_code: dict[int, int] = field(default_factory=dict, compare=False)
 
     @property
     def ok(self) -> bool:
         return self.skipped is None and self.rows_violating == 0 and not self.message
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["by_code"]
+        return out
+
+
+@dataclass
+class ShardReport:
+    """What one shard's test returns, whole: its contracts' results, its mergeable stats and the
+    partials of whole-dataset contracts (row hashes). ``wire.py`` encodes exactly this record;
+    ``report.reducer.Reducer.add`` takes it, with or without xdist."""
+
+    shard: int
+    results: list[dict[str, Any]]  # CheckResult.to_dict() each, plus its "seconds"
+    stats: dict[str, Any] | None = None  # sums, extremes, fixed-bin histograms, sparse id counts (arrays)
+    partials: dict[str, Any] = field(default_factory=dict)  # contract name -> what the shard sends it
+    unread: str | None = None  # why the worker did not read the shard (damaged buffers, files changed)
 
 
 def row_result(check: str, scope: str, rows_checked: int, rows: np.ndarray, positions: np.ndarray,
@@ -52,7 +69,8 @@ def row_result(check: str, scope: str, rows_checked: int, rows: np.ndarray, posi
     by_reason = {reason_text[int(c)]: int(k) for c, k in zip(codes, counts)}
     examples = [Violation(int(r) + row_offset, int(p), reason_text[int(c)])
                 for r, p, c in zip(rows[:MAX_EXAMPLES], positions[:MAX_EXAMPLES], reasons[:MAX_EXAMPLES])]
-    return CheckResult(check, scope, rows_checked, int(len(rows)), by_reason, examples)
+    return CheckResult(check, scope, rows_checked, int(len(rows)), by_reason, examples,
+                       by_code={int(c): int(k) for c, k in zip(codes, counts)})
 
 
 def first_per_row(token_positions: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -33,6 +33,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+__all__ = ["SPECIAL_STRINGS", "UNKNOWN_ROLES", "Conversation", "assistant_message", "conversations", "edged",
+           "invalid_conversations", "json_values", "max_lengths", "message_text", "tool_call", "tool_message",
+           "tool_schema"]
+
 Conversation = dict[str, Any]
 
 # ---------------------------------------------------------------- text pieces
@@ -108,11 +112,6 @@ def _long(draw: st.DrawFn) -> str:
     return (block + " " + filler + "\n") * draw(st.integers(20, 150))
 
 
-def long_text() -> st.SearchStrategy[str]:
-    """A few hundred to a few thousand tokens: crosses any small ``max_len``."""
-    return _LONG
-
-
 _LONG = _long()
 
 
@@ -174,14 +173,9 @@ def assistant_message(draw: st.DrawFn, *, reasoning: bool = True, calls: int = 0
     return msg
 
 
-def user_message(*, specials: bool = True, long: bool = False,
-                 markers: tuple[str, ...] = ()) -> st.SearchStrategy[dict[str, Any]]:
-    """A real user query: starts with a word (never with ``<tool_response>``, which marks tool output)."""
-    return _user(specials, long, tuple(markers))
-
-
 @lru_cache(maxsize=64)
 def _user(specials: bool, long: bool, markers: tuple[str, ...] = ()) -> st.SearchStrategy[dict[str, Any]]:
+    """A real user query: starts with a word (never with ``<tool_response>``, which marks tool output)."""
     body = (_WITH_SPECIALS if not markers else message_text(specials=True, markers=markers)) if specials else _PLAIN
     if long:
         body = st.one_of(body, body, body, _LONG)

@@ -7,9 +7,8 @@ Loaded once per process and cached: pytest-xdist workers each hold one copy
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
-import tempfile
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable
@@ -17,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import UsageProblem
+from .paths import atomic_write_bytes
 from .tokenizer_source import BUILTIN_PREFIX, resolve_tokenizer
 TABLES_VERSION = 2
 
@@ -161,15 +161,13 @@ class Vocabulary:
         if self._from_cache and target.is_file() and not self._grown:
             return
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tables-", suffix=".npz", dir=target.parent)
-            with os.fdopen(fd, "wb") as fh:
-                table = self.token_bytes
-                extra = {} if table is None else {"token_bytes": np.frombuffer(table[0], np.uint8),
-                                                  "token_offsets": table[1]}
-                np.savez(fh, known=self.known, newline_lead=self.newline_lead,
-                         lookups=np.array(json.dumps(self._lookups)), **extra)
-            os.replace(tmp, target)
+            buf = io.BytesIO()
+            table = self.token_bytes
+            extra = {} if table is None else {"token_bytes": np.frombuffer(table[0], np.uint8),
+                                              "token_offsets": table[1]}
+            np.savez(buf, known=self.known, newline_lead=self.newline_lead,
+                     lookups=np.array(json.dumps(self._lookups)), **extra)
+            atomic_write_bytes(target, buf.getvalue())
         except OSError:
             pass
 

@@ -1,12 +1,16 @@
-"""How a worker's contract results travel to the controller: one JSON blob per test.
+"""How a shard's report travels to the controller: its ``ShardReport``, encoded once.
 
-pytest-xdist sends ``user_properties`` through execnet's serializer, which walks
-every list element in Python. A shard's stats hold tens of thousands of sparse id
-counts, and pytest repeats ``user_properties`` on the setup, call and teardown
-reports, so sent as plain lists they cost more than the checks themselves (7 of
-18 s of a worker on 100 K rows). Encoded once with the C JSON encoder, and only on
-the call report, they are one ``bytes`` value that execnet copies as a block; numpy
-arrays in them (the sparse id counts) go beside it as raw buffers, not as JSON numbers.
+A shard's test returns one record (``results.ShardReport``: results, mergeable stats,
+the row hashes of the duplicate search); :func:`encode_report` turns exactly that into
+(JSON bytes, dtypes, raw buffers) and :func:`decode_report` turns it back, with or
+without xdist, so ``-n 0`` and ``-n N`` take the same path. Why not plain
+``user_properties``: pytest-xdist sends them through execnet's serializer, which walks
+every list element in Python, and a shard's stats hold tens of thousands of sparse id
+counts (7 of 18 s of a worker on 100 K rows before the encoding). Encoded with the C
+JSON encoder they are one ``bytes`` value that execnet copies as a block; numpy arrays
+(sparse id counts, row hashes) go beside it as raw buffers, not as JSON numbers. pytest
+repeats ``user_properties`` on the setup, call and teardown reports: :class:`WirePacker`
+keeps the encoded report on the call report only.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from .results import ShardReport
 
 #: The key of the encoded blob in ``report.user_properties``.
 WIRE_KEY = "drafter_contracts.wire"
@@ -62,6 +68,17 @@ def decode(blob: tuple[bytes, list[str], list[bytes]]) -> list[tuple[str, Any]]:
     text, dtypes, buffers = blob
     arrays = [np.frombuffer(b, dtype=np.dtype(d)) for d, b in zip(dtypes, buffers)]
     return [(k, _drop_arrays(v, arrays)) for k, v in json.loads(text)]
+
+
+def encode_report(report: ShardReport) -> tuple[bytes, list[str], list[bytes]]:
+    """A shard's whole report as (JSON, dtypes, raw buffers)."""
+    return encode([("report", {"shard": report.shard, "results": report.results, "stats": report.stats,
+                               "partials": report.partials, "unread": report.unread})])
+
+
+def decode_report(blob: tuple[bytes, list[str], list[bytes]]) -> ShardReport:
+    ((_, doc),) = decode(tuple(blob))
+    return ShardReport(int(doc["shard"]), doc["results"], doc["stats"], doc["partials"] or {}, doc["unread"])
 
 
 def pack(report: pytest.TestReport, keys: frozenset[str], binary: frozenset[str] = frozenset()) -> None:

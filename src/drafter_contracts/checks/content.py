@@ -11,8 +11,6 @@ figures come from prefix sums, row hashes from one multiply per token.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,12 +18,12 @@ import numpy as np
 
 from ..config import Contract
 from ..dataset import ShardArrays
-from ..results import CheckResult, row_result
+from ..results import CheckResult, Violation, row_result
 from ..spans.labels import ASSISTANT_PARTS, Labels, Role
 from . import policy
+from .registry import IDS, MASK, TOKENIZER, Scope, Spec, register
 from .view import RowView, in_table
 
-CONTENT_CHECKS = ("duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors")
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,7 @@ def placeholder_ids(vocab, texts: tuple[str, ...]) -> dict[str, list[int]]:
     Encoding needs the tokenizer itself (~4 s and ~300 MB to load); with the cache an
     xdist worker that only checks content never loads it.
     """
-    from ..paths import cache_root
+    from ..paths import atomic_write_text, cache_root
 
     path = cache_root() / "vocab" / f"{vocab.fingerprint}-placeholders.json"
     try:
@@ -75,11 +73,7 @@ def placeholder_ids(vocab, texts: tuple[str, ...]) -> dict[str, list[int]]:
         for t in missing:
             cached[t] = vocab.backend.encode(t, add_special_tokens=False).ids
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".placeholders-", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(cached, fh)
-            os.replace(tmp, path)
+            atomic_write_text(path, json.dumps(cached))
         except OSError:
             pass  # the cache only saves time
     return {t: cached[t] for t in texts}
@@ -490,3 +484,72 @@ def _duplicate_groups(rows: np.ndarray, hashes: np.ndarray) -> tuple[int, int, l
     groups = int(len(np.unique(h[dup]))) if len(dup) else 0
     pairs = sorted(zip(first_of[dup].tolist(), r[dup].tolist()), key=lambda p: p[1])
     return int(len(dup)), groups, pairs
+
+
+# --------------------------------------------------------------------------- duplicates over the whole dataset
+
+#: Duplicate pairs a whole-dataset verdict keeps as examples.
+MAX_PAIRS = 20
+
+
+def duplicate_verdict(hashes: dict[int, tuple[np.ndarray, np.ndarray]], num_shards: int, strict: bool,
+                      row_keys: Callable[[np.ndarray], list[bytes]]) -> CheckResult:
+    """The global duplicate verdict from every shard's (rows, hashes); skipped when a shard sent none.
+
+    ``row_keys(rows)``: the exact contents of the given global rows, read from the dataset for
+    the few rows whose hash repeats.
+    """
+    if len(hashes) != num_shards:
+        return CheckResult("duplicate_rows", "dataset", skipped=(
+            f"row hashes arrived from {len(hashes)} of {num_shards} shards (tests deselected or skipped): "
+            "duplicates are only counted over the whole dataset"))
+    rows = np.concatenate([r for r, _ in hashes.values()] or [np.zeros(0, np.int64)])
+    sums = np.concatenate([h for _, h in hashes.values()] or [np.zeros(0, np.uint64)])
+    extra, groups, pairs = exact_groups(repeated_hash_groups(rows, sums), row_keys)
+    examples = [Violation(dup, -1, f"same ids and mask as row {first}") for first, dup in pairs[:MAX_PAIRS]]
+    by_reason = {"exact duplicate of an earlier row": extra} if extra else {}
+    rate = extra / len(rows) if len(rows) else 0.0
+    message = ""
+    if extra and strict:
+        message = (f"{extra:,} of {len(rows):,} rows ({rate:.3%}) repeat an earlier row exactly ({groups:,} distinct rows "
+                   "repeated); e.g. " + ", ".join(f"row {d} = row {f}" for f, d in pairs[:5]))
+    return CheckResult("duplicate_rows", "dataset", rows_checked=int(len(rows)), rows_violating=extra,
+                       by_reason=by_reason, examples=examples, message=message, report_only=not strict)
+
+
+def _shard_hashes(e, shard) -> tuple[np.ndarray, np.ndarray]:
+    """A shard's (global row, hash) pairs; a shard whose rows are all left out (or not read) sends none,
+    not nothing: the whole-dataset comparison needs to hear from every shard."""
+    if e.unreadable(shard):
+        return np.zeros(0, np.int64), np.zeros(0, np.uint64)
+    return e.row_hashes(shard)
+
+
+def _reduce_duplicates(run) -> CheckResult | None:
+    recorded = run.recorded("duplicate_rows")
+    if recorded is None or recorded["skipped"] >= recorded["tests"]:
+        return None  # no shard could hash its rows: the shards' own skips say why
+    lost = run.lost_shards()  # shards whose test never reported cannot have sent hashes
+    e = run.engine
+    return duplicate_verdict(run.partials("duplicate_rows"), len(e.shards) - lost, e.contract.content.strict, e.row_keys)
+
+
+# --------------------------------------------------------------------------- the registry
+
+_CONTENT = dict(content=True)
+register(Spec("duplicate_rows", Scope.WHOLE, "no row repeats an earlier row exactly (ids and mask)", **_CONTENT,
+              # per shard: the carrier result (rows seen) and the rows' hashes; the verdict at the controller
+              run=lambda e, w: CheckResult("duplicate_rows", w.shard.id, rows_checked=len(w.view.rows),
+                                           report_only=not e.contract.content.strict),
+              partial=_shard_hashes, reduce=_reduce_duplicates))
+register(Spec("placeholder_replies", Scope.ROW, "no assistant reply is a placeholder", **_CONTENT,
+              needs=frozenset({IDS, TOKENIZER}),
+              run=lambda e, w: check_placeholder_replies(w.view, w.arrays, w.labels, e.reply_tables, e.contract, w.runs)))
+register(Spec("cut_mid_reply", Scope.ROW, "no supervised reply cut by the truncation cap", **_CONTENT,
+              needs=frozenset({IDS, MASK, TOKENIZER}),
+              run=lambda e, w: check_cut_mid_reply(w.view, w.arrays, w.labels, e.contract)))
+register(Spec("short_rows", Scope.ROW, "no row shorter than soft_min_len", **_CONTENT,
+              run=lambda e, w: check_short_rows(w.view, w.arrays, e.contract)))
+register(Spec("dflash_anchors", Scope.ROW, "every supervised row leaves DFlash an anchor", **_CONTENT,
+              needs=frozenset({IDS, MASK}),
+              run=lambda e, w: check_dflash_anchors(w.view, w.arrays, e.contract, w.view.supervised_per_row)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..config import Contract, accepted_types
 from ..results import CheckResult
+from .registry import Scope, Spec, register
 
 
 def check_schema(column_types: dict[str, str], contract: Contract) -> CheckResult:
@@ -43,3 +44,11 @@ def check_not_empty(num_rows: int) -> CheckResult:
     """A dataset with no rows trains nothing (speculators once accepted an empty output silently)."""
     return CheckResult("not_empty", "dataset", rows_checked=num_rows,
                        message="" if num_rows > 0 else "the dataset has 0 rows")
+
+
+register(Spec("schema", Scope.DATASET, "exactly the declared columns with an accepted Arrow type", needs=frozenset(),
+              run=lambda e: check_schema(e.dataset.column_types(), e.contract)))
+register(Spec("row_count", Scope.DATASET, "the row count is within the tolerance of the pinned count", needs=frozenset(),
+              run=lambda e: check_row_count(e.dataset.num_rows, e.contract)))
+register(Spec("not_empty", Scope.DATASET, "at least one row", needs=frozenset(),
+              run=lambda e: check_not_empty(e.dataset.num_rows)))

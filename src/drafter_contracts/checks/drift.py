@@ -27,10 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dataset import ShardArrays
+from ..dataset import Shard, ShardArrays, _list_column
 from ..results import CheckResult, Violation
 from .content import mix64
-from .view import RowView
+from .registry import IDS, TOKENIZER, Scope, Spec, register
+from .view import RowView, usable_view
 
 REASON = "re-encoding with the tokenizer gives other ids"
 MAX_SHOWN_TOKENS = 12
@@ -147,3 +148,34 @@ def check_tokenizer_drift(view: RowView, a: ShardArrays, backend, special: np.nd
                                   f"{REASON} at token {pos}: data {pieces(data_ids)} vs tokenizer {pieces(tok_ids)}"))
     return CheckResult("tokenizer_drift", a.shard.id, rows_checked=int(len(chosen)), rows_violating=len(examples),
                        by_reason={REASON: len(examples)} if examples else {}, examples=examples[:20])
+
+
+def run_drift(e) -> CheckResult:
+    """Tokenizer drift on a seeded sample spread over all shards; only the sampled rows are read."""
+    if e.vocab is None:
+        return CheckResult("tokenizer_drift", "dataset",
+                           skipped="no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract")
+    if e.contract.drift.sample_rows == 0:
+        return CheckResult("tokenizer_drift", "dataset",
+                           skipped="[drift] sample_rows = 0 in the contract: tokenizer drift is not checked")
+    if "input_ids" in e.column_problems:
+        return CheckResult("tokenizer_drift", "dataset", skipped=e.column_problems["input_ids"])
+    # Rows per shard from the whole plan, drawn from this part's shards: the parts of a
+    # --split run sample exactly the rows one machine would have.
+    k = rows_per_shard(e.contract.drift.sample_rows, len(e.all_shards))
+    readable = [s for s in e.shards if e.unreadable(s) is None]  # damaged rows are arrow_integrity's
+    picked = global_sample(readable, k, e.contract.drift.seed)
+    part = e.dataset.take_rows(picked)  # sorted by global_sample
+    a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),
+                    _list_column(part.column("loss_mask")) if "loss_mask" not in e.column_problems else None,
+                    None, None)
+    view = usable_view(a)
+    result = check_tokenizer_drift(view, a, e.vocab.backend, e.special_ids, e.vocab.known,
+                                   len(picked), e.contract.drift.seed)
+    result.scope = "dataset"
+    result.examples = [Violation(int(picked[v.row]), v.position, v.reason) for v in result.examples]
+    return result
+
+
+register(Spec("tokenizer_drift", Scope.DATASET, "a sample of rows from every shard re-encodes to the same ids",
+              needs=frozenset({IDS, TOKENIZER}), per_part=True, run=run_drift))

@@ -7,6 +7,7 @@ import numpy as np
 from ..config import Contract
 from ..dataset import ShardArrays
 from ..results import CheckResult, first_per_row, row_result
+from .registry import IDS, MASK, RAW, TOKENIZER, Scope, Spec, register
 from .view import RowView, problem_rows
 
 
@@ -117,3 +118,22 @@ def check_min_supervised(view: RowView, a: ShardArrays, contract: Contract) -> C
     return row_result("min_supervised", a.shard.id, len(view.rows), view.rows[rows], np.full(len(rows), -1),
                       np.ones(len(rows), dtype=np.int8),
                       {1: f"fewer than {contract.min_supervised} supervised token(s)"}, a.shard.start)
+
+
+# --------------------------------------------------------------------------- the registry
+
+register(Spec("no_nulls", Scope.ROW, "no null row or element", needs=frozenset({RAW}),
+              run=lambda e, w: check_no_nulls(w.arrays)))
+register(Spec("no_empty_rows", Scope.ROW, "no row without tokens", needs=frozenset({RAW}),
+              run=lambda e, w: check_no_empty_rows(w.arrays)))
+register(Spec("lengths_agree", Scope.ROW, "len(input_ids) == len(loss_mask) == seq_len", needs=frozenset({RAW}),
+              run=lambda e, w: check_lengths_agree(w.arrays)))
+register(Spec("mask_values", Scope.ROW, "an integer loss_mask holds only 0 and 1", needs=frozenset({RAW, IDS, MASK}),
+              run=lambda e, w: check_mask_values(w.arrays)))
+register(Spec("seq_len_bounds", Scope.ROW, "min_len <= seq_len <= max_len",
+              run=lambda e, w: check_seq_len_bounds(w.view, w.arrays, e.contract)))
+register(Spec("ids_known", Scope.ROW, "every id is a token of the tokenizer", needs=frozenset({IDS, TOKENIZER}),
+              run=lambda e, w: check_ids_known(w.view, w.arrays, e.vocab.known, e.outside_ids(w))))
+register(Spec("min_supervised", Scope.ROW, "at least min_supervised supervised tokens in every row",
+              needs=frozenset({IDS, MASK}), whole_row_at=-2,  # a row short of supervision is best shown by its end
+              run=lambda e, w: check_min_supervised(w.view, w.arrays, e.contract)))

@@ -9,6 +9,7 @@ from ..dataset import ShardArrays
 from ..results import CheckResult, first_per_row, row_result
 from ..spans.labels import ROLE_NAMES, TURN_PROBLEM_TEXT, Labels, Role
 from . import policy as policy_mod
+from .registry import IDS, MASK, TOKENIZER, Scope, Spec, register
 from .view import RowView
 
 
@@ -87,7 +88,7 @@ def _run_level_policy(policy: MaskPolicy) -> np.ndarray | None:
     return np.concatenate((table, np.zeros(256 - len(table), dtype=bool)))
 
 
-RoleTotals = tuple[np.ndarray, np.ndarray]  # per role code: tokens, supervised tokens (report.profile.run_counts)
+RoleTotals = tuple[np.ndarray, np.ndarray]  # per role code: tokens, supervised tokens (report.stats.run_counts)
 
 
 def clean_by_role_totals(view: RowView, labels: Labels, totals: RoleTotals | None, policy: MaskPolicy,
@@ -256,3 +257,61 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
     text = {k: f"{v} ({scope} must be supervised)" for k, v in text.items()}
     return row_result("mask_covers_assistant_spans", a.shard.id, len(view.rows), view.rows[rows], first, codes,
                       text, a.shard.start)
+
+
+# --------------------------------------------------------------------------- explanations and hints
+
+
+def offending_supervised(ids: np.ndarray, mask: np.ndarray, labels: Labels, contract: Contract,
+                         facts: policy_mod.MaskFacts) -> np.ndarray:
+    """Every token of one row that mask_on_assistant_spans rejects (supervised where the policy forbids)."""
+    offsets = np.array([0, len(ids)], dtype=np.int64)
+    return disallowed_supervision(mask, labels, contract.mask, offsets, facts=facts)
+
+
+def offending_unsupervised(ids: np.ndarray, mask: np.ndarray, labels: Labels, contract: Contract,
+                           facts: policy_mod.MaskFacts) -> np.ndarray:
+    """Every token of one row that mask_covers_assistant_spans misses (required and left out)."""
+    offsets = np.array([0, len(ids)], dtype=np.int64)
+    turns = policy_mod.assistant_turns(labels.role, offsets, facts.joins_blocks)
+    return policy_mod.required_tokens(ids, offsets, labels, turns, contract.mask, contract.max_len,
+                                      facts.newline_lead, facts) & ~mask
+
+
+def convention_hint(engine, w, result: CheckResult) -> str:
+    """Most rows break a mask rule: which built-in conventions these rows fit, found by running them."""
+    if not result.rows_checked or result.rows_violating < 0.5 * result.rows_checked:
+        return ""
+    from .. import conventions
+    from .registry import spec
+
+    fits = conventions.fitting(w.view, w.labels, w.mask_facts, engine.contract, engine.oracle, engine.vocab)
+    ok = [name for name, n in fits if n == 0]
+    if not ok:
+        best, n = fits[0] if fits else ("", 0)
+        top = max(result.by_code.items(), key=lambda kv: kv[1], default=(None, 0))[0]
+        why = spec(result.check).hints.get(top, "")
+        return (f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule, and no built-in "
+                f"convention fits them all (closest: --contract {best}, {n:,} rows rejected).{why} "
+                "See docs/conventions.md." if best else "")
+    return (f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule; they fit "
+            + " and ".join(f"--contract {name}" for name in ok) + " (checked on this shard: 0 rows rejected)")
+
+
+# --------------------------------------------------------------------------- the registry
+
+register(Spec("turns_well_formed", Scope.ROW, "turns open and close as the chat template writes them",
+              needs=frozenset({IDS, TOKENIZER}),
+              run=lambda e, w: check_turns_well_formed(w.view, w.arrays, w.labels)))
+register(Spec("mask_on_assistant_spans", Scope.ROW, "loss_mask is 1 only where the mask policy allows",
+              needs=frozenset({IDS, MASK, TOKENIZER}), offending=offending_supervised, hint=convention_hint,
+              run=lambda e, w: check_mask_on_assistant_spans(w.view, w.arrays, w.labels, e.contract, w.mask_facts,
+                                                             e.mask_totals(w))))
+register(Spec("mask_covers_assistant_spans", Scope.ROW, "every token the mask policy requires is supervised",
+              needs=frozenset({IDS, MASK, TOKENIZER}), offending=offending_unsupervised, hint=convention_hint,
+              hints={int(Role.REASONING): (
+                  " Reasoning is left out of the mask in most rows: the Qwen3 regex bug of speculators "
+                  "(the empty think block baked into the role marker), or, if that is intended, declare "
+                  "--mask-policy reasoning_final=false --mask-policy reasoning_earlier=false.")},
+              run=lambda e, w: check_mask_covers_assistant_spans(w.view, w.arrays, w.labels, e.contract, w.mask_facts,
+                                                                 e.mask_totals(w))))

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..results import CheckResult
+from .registry import IDS, MASK, Scope, Spec, register
 from .view import usable_view
 
 FILE_NAME = "token_freq.pt"
@@ -88,3 +89,44 @@ def compare(recomputed: np.ndarray, stored: np.ndarray, decode: Callable[[int], 
                f"(file total {int(got.sum()):,}, data total {int(want.sum()):,}, sum of |differences| "
                f"{int(np.abs(diff).sum()):,}); largest: {shown}. Delete it and let speculators rewrite it")
     return CheckResult("token_freq", "dataset", rows_checked=rows_checked, message=message)
+
+
+def check_token_freq(e, counts: tuple[np.ndarray, np.ndarray] | None, shards_covered: int) -> CheckResult:
+    """token_freq.pt against the exact supervised-id counts the shards' stats already carry.
+
+    Runs at the controller after every shard reported: the counts are the sum of the
+    shards' own, so checking the file costs no second pass over the dataset.
+    """
+    path = e.token_freq_path
+    if path is None:
+        beside = e.dataset.path / FILE_NAME
+        if not beside.is_file():
+            return CheckResult("token_freq", "dataset", skipped=(
+                f"no {FILE_NAME} beside the dataset and no --token-freq FILE given"))
+        path = beside
+    if "input_ids" in e.column_problems or "loss_mask" in e.column_problems:
+        return CheckResult("token_freq", "dataset", skipped=e.column_problems.get(
+            "input_ids", e.column_problems.get("loss_mask")))
+    if e.split is not None and e.split[1] > 1:
+        return CheckResult("token_freq", "dataset", skipped=(
+            f"--split {e.split[0]}/{e.split[1]}: token_freq.pt counts the whole dataset; check it in a run "
+            "without --split (the merged summary.json holds the exact supervised_id_counts to compare)"))
+    if counts is None or shards_covered != len(e.shards):
+        return CheckResult("token_freq", "dataset", skipped=(
+            f"stats cover {shards_covered} of {len(e.shards)} shards (tests deselected or skipped); "
+            "token_freq.pt counts the whole dataset"))
+    stored, problem = load_token_freq(path)
+    if stored is None:
+        return CheckResult("token_freq", "dataset", message=problem)
+    ids, n = counts
+    recomputed = np.zeros(int(ids.max()) + 1 if len(ids) else 0, dtype=np.int64)
+    recomputed[ids] = n
+    decode = (lambda i: e.vocab.decode([i])) if e.vocab is not None else None
+    result = compare(recomputed, stored, decode, path)
+    result.rows_checked = e.dataset.num_rows
+    return result
+
+
+register(Spec("token_freq", Scope.WHOLE, "token_freq.pt equals the supervised-token counts of the whole dataset",
+              needs=frozenset({IDS, MASK}), report_skip=False,  # no file to check: said in the summary alone
+              reduce=lambda run: check_token_freq(run.engine, run.supervised_counts(), len(run.shard_stats()))))

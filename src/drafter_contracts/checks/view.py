@@ -31,10 +31,6 @@ class RowView:
         return np.diff(self.offsets)
 
     @cached_property
-    def row_of_token(self) -> np.ndarray:
-        return np.repeat(np.arange(len(self.rows)), self.lengths)
-
-    @cached_property
     def supervised_prefix(self) -> np.ndarray:
         """``cs[i]`` = supervised tokens among the first ``i`` (length n + 1), computed once per shard.
 

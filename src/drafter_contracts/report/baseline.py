@@ -8,8 +8,6 @@ supervised share or the tokens the drafter learns from have moved.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +17,10 @@ import numpy as np
 
 from ..config import BaselinePolicy
 from ..errors import UsageProblem
+from ..paths import atomic_write_text
+from ..checks.registry import Scope, Spec, Verdict, register
 from ..results import CheckResult
-from .profile import SEQ_LEN_EDGES
+from .stats import SEQ_LEN_EDGES
 
 KIND = "drafter-contracts-baseline"
 VERSION = 1
@@ -41,14 +41,7 @@ def make_baseline(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_baseline(doc: dict[str, Any], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".baseline-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
@@ -215,3 +208,30 @@ def header(baseline_path: Path, baseline: dict[str, Any]) -> str:
     d = baseline["dataset"]
     return (f"baseline {baseline_path} (saved {baseline.get('created')} from {d.get('path')}, "
             f"{baseline['profile']['rows']:,} rows)")
+
+
+def _reduce(run) -> Verdict | None:
+    """The dataset against --baseline FILE, from the run's merged shard stats (no second pass)."""
+    if run.baseline is None:
+        return None
+    path, base = run.baseline
+    e = run.engine
+    stats = run.shard_stats()
+    head = header(path, base)
+    if len(stats) != len(e.shards):
+        return Verdict(CheckResult(CHECK, "dataset", skipped=(
+            f"stats cover {len(stats)} of {len(e.shards)} shards (tests deselected or skipped); "
+            "a baseline compares whole datasets")), [head])
+    from .fingerprints import tokenizer_fingerprint
+    from .stats import dataset_profile
+
+    counts = run.supervised_counts()
+    current = {"profile": dataset_profile(stats, e.contract.baseline.top_k, counts),
+               "tokenizer": tokenizer_fingerprint(e.vocab)}
+    decode = (lambda i: e.vocab.decode([i])) if e.vocab is not None else None
+    comparison = compare(base, current, counts, e.contract.baseline, decode)
+    return Verdict(result(comparison, current["profile"]["rows"]), [head, *comparison.text()])
+
+
+register(Spec(CHECK, Scope.WHOLE, "the dataset has not drifted from a saved known-good profile", needs=frozenset(),
+              on_request=True, reduce=_reduce))

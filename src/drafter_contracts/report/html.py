@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import html
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
+
+from ..paths import atomic_write_text
 
 ROLE_COLOURS = {
     "system": "#e8e3f7", "user": "#e1effa", "tool": "#fdf0d8", "assistant": "#dcf5e3", "reasoning": "#eaf7d0",
@@ -355,10 +355,4 @@ def render(summary: dict[str, Any]) -> str:
 
 def write_html(summary: dict[str, Any], path: Path) -> Path:
     """Write atomically, like summary.json."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(render(summary))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, render(summary))

@@ -1,62 +1,42 @@
 """Join the summary.json files of a ``--split K/N`` run into one verdict and one summary.
 
-Each part writes, beside its own verdict, the raw material the verdict was built
-from: every test report it recorded (``raw.records``), each shard's stats (``shards``)
+Each part writes, beside its own verdict, the state of the reducer it was built from
+(``reducer.py``): every contract's entry (``reducer``), each shard's stats (``shards``)
 and the part's supervised-id counts (``supervised_id_counts``, a sum of per-shard
-counts, so the parts' sums add up exactly). Merging replays that material through the very ``Recorder`` and
-``build_summary`` that build a single-machine summary, so every figure and every
-field a later version adds to them merges the same way, and a merged summary equals
-the summary of one machine checking everything (timings and paths aside).
+counts, so the parts' sums add up exactly). Merging rebuilds each part's reducer, merges
+them (``Reducer.merge``) and extracts the summary with the very ``build_summary`` a
+single machine uses, so every figure merges the same way, and a merged summary equals
+the summary of one machine checking everything (timings and paths aside). Summaries of
+schema version 2 (test records to replay, no reducer state) are refused with a line
+saying to rerun that part.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from ..errors import UsageProblem
 from .html import write_html
-from .profile import merged_counts
-from .summary import STATS_KEY, Recorder, build_summary, terminal_lines, write_summary
+from .reducer import Reducer
+from .summary import build_summary, terminal_lines, write_summary
 
-_SHARD_IN_NODEID = re.compile(r"\[shard-(\d+)\[")
-#: Dataset-level checks whose result covers only the part's own shards (a sample drawn per shard;
-#: the part's shards checked, its files unchanged while it ran): every part's record counts, where
-#: other dataset-level checks (metadata) count once.
-PER_PART_CHECKS = {"tokenizer_drift", "all_shards_checked", "dataset_unchanged"}
+def per_part_checks() -> frozenset[str]:
+    """Dataset-level checks whose result covers only the part's own shards (``Spec.per_part``: a sample
+    drawn per shard; the part's shards checked, its files unchanged while it ran): every part's record
+    counts, where other dataset-level checks (metadata) count once."""
+    from ..checks.registry import specs
+
+    return frozenset(name for name, s in specs().items() if s.per_part)
 #: Top-level keys that are recomputed by the merge rather than copied from part 1.
-_REBUILT = {"schema_version", "exit_status", "figures", "checks", "split", "raw", "timing"}
+_REBUILT = {"schema_version", "exit_status", "figures", "profile", "checks", "split", "reducer", "timing",
+            "shards", "supervised_id_counts", "unchecked", "unreported"}
 
 
-def _json_value(value: Any) -> Any:
-    """A JSON-safe copy (numpy scalars and arrays as plain numbers and lists); anything else that
-    JSON cannot hold becomes its repr, so one odd value never drops a whole record."""
-    def plain(v: Any) -> Any:
-        if isinstance(v, np.generic):
-            return v.item()
-        if isinstance(v, np.ndarray):
-            return v.tolist()
-        return repr(v)
-
-    return json.loads(json.dumps(value, default=plain))
-
-
-def raw_record(nodeid: str, outcome: str, props: dict[str, Any], reason: str | None) -> dict[str, Any]:
-    """One recorded test report in replayable form (what ``Recorder.add`` was given, less the shard
-    stats: those are in the summary's own ``shards`` section). A copy: the summary later adds decoded
-    excerpts to its examples, which the records must not carry."""
-    m = _SHARD_IN_NODEID.search(nodeid)
-    return {"nodeid": nodeid, "outcome": outcome, "reason": reason,
-            "shard": int(m.group(1)) if m else None,
-            "props": {k: _json_value(v) for k, v in props.items() if k != STATS_KEY}}
-
-
-def split_section(engine: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``split`` and ``raw`` blocks of summary.json (a run without --split is part 1 of 1)."""
+def split_section(engine: Any) -> dict[str, Any]:
+    """The ``split`` block of summary.json (a run without --split is part 1 of 1)."""
     from ..dataset import plan_identity
 
     k, n = engine.split or (1, 1)
@@ -65,7 +45,6 @@ def split_section(engine: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
                   "shards": [s.index for s in engine.shards],
                   "rows": [[s.start, s.stop] for s in engine.shards],
                   "plan": plan_identity(engine.all_shards, engine.dataset)},
-        "raw": {"records": records},
     }
 
 
@@ -74,9 +53,9 @@ def _load(path: Path) -> dict[str, Any]:
         doc = json.loads(Path(path).read_text("utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageProblem(f"{path}: not a readable summary.json ({exc})") from None
-    if not isinstance(doc, dict) or "split" not in doc or "raw" not in doc or "shards" not in doc:
-        raise UsageProblem(f"{path}: has no split/raw section (written by an older drafter-contracts?); "
-                           "rerun that part with this version")
+    if not isinstance(doc, dict) or "split" not in doc or "reducer" not in doc or "shards" not in doc:
+        raise UsageProblem(f"{path}: has no split/reducer section (schema version {doc.get('schema_version') if isinstance(doc, dict) else '?'}, "
+                           f"written by an older drafter-contracts?); rerun that part with this version")
     return doc
 
 
@@ -130,24 +109,13 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
         raise UsageProblem("merge-reports: no summary.json given")
     parts = sorted(((Path(p), _load(Path(p))) for p in paths), key=lambda pd: pd[1]["split"]["k"])
     n = _validate(parts)
-    recorder = Recorder()
-    once: dict[str, tuple[str, Path]] = {}  # dataset-level tests run in every part: count them once
-    kept: list[dict[str, Any]] = []
+    reducer = Reducer()
+    once = _once_checks()
     for path, doc in parts:
-        stats = _part_stats(doc)
-        for r in doc["raw"]["records"]:
-            if r["shard"] is None and r["nodeid"].rsplit("::", 1)[-1].removeprefix("test_") not in PER_PART_CHECKS:
-                if r["nodeid"] in once:
-                    if once[r["nodeid"]][0] != r["outcome"]:
-                        raise UsageProblem(f"{path}: {r['nodeid']} {r['outcome']} but {once[r['nodeid']][0]} in "
-                                           f"{once[r['nodeid']][1]}; the parts were not run with the same options")
-                    continue
-                once[r["nodeid"]] = (r["outcome"], path)
-            kept.append(r)
-            props = dict(r["props"])
-            if r["shard"] is not None and str(r["shard"]) in stats:
-                props[STATS_KEY] = stats[str(r["shard"])]
-            recorder.add(r["nodeid"], r["outcome"], props, r["reason"])
+        conflicts = reducer.merge(Reducer.from_summary(doc), once)
+        if conflicts:
+            raise UsageProblem(f"{path}: {', '.join(conflicts)} judged otherwise than in {parts[0][0]}; "
+                               "the parts were not run with the same options")
     first = parts[0][1]
     order = tuple(dict.fromkeys(name for _, doc in parts for name in doc.get("checks", {})))
     meta = {k: v for k, v in first.items() if k not in _REBUILT}
@@ -156,29 +124,30 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
     meta["merged_from"] = [{"k": d["split"]["k"], "n": n, "summary": str(p), "dataset_path": d["dataset"]["path"]}
                            for p, d in parts]
     total = first["split"]["shards_total"]
-    # Each part's top-level counts are the sum of its shards' own: their sum is the whole dataset's.
-    counts = merged_counts([{"supervised_id_counts": d.get("supervised_id_counts")} for _, d in parts])
     from ..engine import SHARD_CHECKS
 
     unchecked = sorted((u for _, d in parts for u in d.get("unchecked", [])), key=lambda u: u["index"])
     unreported = [u for _, d in parts for u in d.get("unreported", [])]
-    summary = build_summary(meta, recorder, total, 0, order, counts=counts, unchecked=unchecked, row_checks=SHARD_CHECKS,
+    # Each part's top-level counts are the sum of its shards' own: their sum is the whole dataset's.
+    summary = build_summary(meta, reducer, total, 0, order, unchecked=unchecked, row_checks=SHARD_CHECKS,
                             unreported=unreported)
     summary["split"] = {"k": 1, "n": 1, "merged_parts": n, "shards_total": total,
                         "shards": sorted(i for _, d in parts for i in d["split"]["shards"]),
                         "rows": sorted(r for _, d in parts for r in d["split"]["rows"]),
                         "plan": first["split"]["plan"]}
-    _merge_global_checks(summary, parts)
+    _note_global_checks(summary, n)
     _carry_excerpts(summary, parts)
     summary["exit_status"] = 1 if any(c["verdict"] in ("fail", "incomplete") for c in summary["checks"].values()) else 0
-    summary["raw"] = {"records": kept}
     return summary
 
 
-def _part_stats(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A part's per-shard stats by shard index (its supervised-id counts are summed apart, from its
-    top-level ``supervised_id_counts``)."""
-    return {str(s["shard"]): dict(s) for s in doc["shards"]}
+def _once_checks() -> frozenset[str]:
+    """Contracts every part judges alike (metadata, and token_freq.pt, which a part does not check):
+    their verdicts count once. Per-shard contracts, per-part ones and those fed by per-shard partials add up."""
+    from ..checks.registry import Scope, specs
+
+    return frozenset(name for name, s in specs().items()
+                     if s.scope is not Scope.ROW and not s.per_part and s.partial is None)
 
 
 def _carry_excerpts(summary: dict[str, Any], parts: list[tuple[Path, dict[str, Any]]]) -> None:
@@ -198,32 +167,18 @@ def _carry_excerpts(summary: dict[str, Any], parts: list[tuple[Path, dict[str, A
                 e["excerpt"] = excerpt
 
 
-def _merge_global_checks(summary: dict[str, Any], parts: list[tuple[Path, dict[str, Any]]]) -> None:
-    """Checks decided at each part's controller over that part (duplicate rows) join as parts, not shards.
+def _note_global_checks(summary: dict[str, Any], n: int) -> None:
+    """Checks decided at each part's controller over that part (duplicate rows) add up as parts.
 
     A part compared only its own rows, so the merged verdict says so: rows duplicated
     across two machines' parts are not counted.
     """
-    n = len(parts)
-    for name in list(summary["checks"]):
-        mine = [d["checks"][name] for _, d in parts if d.get("checks", {}).get(name, {}).get("global")]
-        if not mine:
-            continue
-        merged = {key: sum(c[key] for c in mine) for key in
-                  ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")}
-        by_reason: dict[str, int] = {}
-        for c in mine:
-            for reason, count in c["by_reason"].items():
-                by_reason[reason] = by_reason.get(reason, 0) + count
-        verdicts = {c["verdict"] for c in mine}
-        verdict = next((v for v in ("fail", "warn", "pass") if v in verdicts), "skip")
-        note = f"compared within each of the {n} parts only: rows repeated across parts are not counted"
-        summary["checks"][name] = {
-            **summary["checks"][name], **merged, "verdict": verdict, "by_reason": by_reason,
-            "examples": sorted((e for c in mine for e in c["examples"]), key=lambda e: e["row"]),
-            "messages": [m for c in mine for m in c["messages"]] + ([note] if n > 1 else []),
-            "skip_reasons": sorted({r for c in mine for r in c["skip_reasons"]}), "global": True,
-        }
+    if n < 2:
+        return
+    note = f"compared within each of the {n} parts only: rows repeated across parts are not counted"
+    for c in summary["checks"].values():
+        if c.get("global"):
+            c["messages"] = [*c["messages"], note]
 
 
 def merge_reports(out_dir: Path, paths: list[Path], echo=print) -> int:

@@ -1,138 +1,34 @@
-"""summary.json and the terminal summary, built from per-test records and per-shard stats.
+"""summary.json and the terminal summary, extracted from the run's reducer (``reducer.py``).
 
-Both arrive the same way with or without pytest-xdist (as ``user_properties`` on
-test reports), so ``-n 0`` and ``-n 2`` produce the same figures.
+Results arrive the same way with or without pytest-xdist (a shard's test sends one
+encoded ``ShardReport`` on its report), so ``-n 0`` and ``-n 2`` produce the same figures.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
-from .profile import CountSum, dataset_profile
+from ..paths import atomic_write_text
+from .reducer import MAX_SUMMARY_EXAMPLES, Reducer
 
-SCHEMA_VERSION = 2
+#: 3: the reducer's state (``reducer``) replaces the replayable test records (``raw``); merge-reports
+#: reads version 3 parts only.
+SCHEMA_VERSION = 3
+#: A dataset-level test's (or a controller-side verdict's) one result.
 RESULT_KEY = "drafter_contracts.result"
-#: Several contracts' results from one test (a shard's test runs every per-row contract).
-RESULTS_KEY = "drafter_contracts.results"
-STATS_KEY = "drafter_contracts.stats"
+#: A shard's test: its whole ``ShardReport``, encoded by ``wire.encode_report``.
+REPORT_KEY = "drafter_contracts.shard_report"
 #: Lines a global check explains itself with (e.g. the baseline diff), kept in summary.json.
 DETAILS_KEY = "drafter_contracts.details"
-#: Why a shard's worker did not read it (damaged buffers, a row over max_shard_tokens, files changed).
-UNREAD_KEY = "drafter_contracts.unread"
-MAX_SUMMARY_EXAMPLES = 20
-
-
-@dataclass
-class Recorder:
-    """Collects what finished tests reported, keyed so duplicates (re-runs, shared shards) collapse."""
-
-    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    stats: dict[int, dict] = field(default_factory=dict)
-    outcomes: dict[str, str] = field(default_factory=dict)
-    #: Supervised-id counts summed as shards arrive, instead of keeping every shard's sparse
-    #: counts: ~0.8 MB a shard, and merging them all at the end peaked at ~150 MB.
-    _counts: CountSum = field(default_factory=CountSum)
-
-    def add(self, nodeid: str, outcome: str, props: dict[str, Any], skip_reason: str | None,
-            duration: float = 0.0) -> None:
-        self.outcomes[nodeid] = outcome
-        if STATS_KEY in props and props[STATS_KEY] is not None:
-            stats = dict(props[STATS_KEY])
-            counts = stats.pop("supervised_id_counts", None)
-            if int(stats["shard"]) not in self.stats:  # a re-run shard is counted once
-                self._counts.add(counts)
-            self.stats[int(stats["shard"])] = stats
-        if props.get(RESULT_KEY) is not None:
-            self._add(props[RESULT_KEY], outcome, skip_reason, duration, props.get(DETAILS_KEY))
-        for result in props.get(RESULTS_KEY) or ():
-            # One test carried several contracts: each one's outcome is its own result's.
-            own = ("skipped" if result["skipped"] else
-                   "failed" if (result["rows_violating"] or result["message"]) and not result.get("report_only")
-                   else "passed")
-            self._add(result, own, None, float(result.get("seconds", 0.0)), None)
-
-    def supervised_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The exact supervised-id counts of every shard recorded, as sorted (ids, counts);
-        None when a shard had none (no usable loss_mask) or no shard reported."""
-        return self._counts.result()
-
-    def _add(self, result: dict[str, Any], outcome: str, skip_reason: str | None, duration: float,
-             details: list[str] | None) -> None:
-        c = self.checks.setdefault(result["check"], {
-            "tests": 0, "passed": 0, "failed": 0, "skipped": 0, "rows_checked": 0, "rows_violating": 0,
-            "by_reason": defaultdict(int), "examples": [], "messages": [], "skip_reasons": [], "seconds": 0.0})
-        c["tests"] += 1
-        c["seconds"] += duration
-        c[outcome] = c.get(outcome, 0) + 1
-        c["rows_checked"] += result["rows_checked"]
-        c["rows_violating"] += result["rows_violating"]
-        for reason, count in result["by_reason"].items():
-            c["by_reason"][reason] += count
-        c["examples"].extend(result["examples"])
-        c["report_only"] = c.get("report_only", False) or bool(result.get("report_only"))
-        if result["message"]:
-            c["messages"].append(result["message"])
-        if details:
-            c["details"] = list(details)
-        reason = result["skipped"] or skip_reason
-        if reason and reason not in c["skip_reasons"]:
-            c["skip_reasons"].append(reason)
-
-
-def global_figures(stats: dict[int, dict], num_shards: int) -> dict[str, Any]:
-    """Exact dataset figures from per-shard sums (never a sample)."""
-    parts = [stats[k] for k in sorted(stats)]
-    rows_checked = sum(p["rows_checked"] for p in parts)
-    tokens = sum(p["tokens"] for p in parts)
-    sup = [p["supervised_tokens"] for p in parts if p.get("supervised_tokens") is not None]
-    mins = [p["seq_len_min"] for p in parts if p["seq_len_min"] is not None]
-    maxs = [p["seq_len_max"] for p in parts if p["seq_len_max"] is not None]
-    roles: dict[str, int] = defaultdict(int)
-    for p in parts:
-        for k, v in p.get("role_tokens", {}).items():
-            roles[k] += v
-    out: dict[str, Any] = {
-        "shards_covered": len(parts),
-        "shards_total": num_shards,
-        "complete": len(parts) == num_shards,
-        "rows": sum(p["rows"] for p in parts),
-        "rows_checked": rows_checked,
-        "rows_excluded": sum(p["rows_excluded"] for p in parts),
-        "tokens": tokens,
-        "seq_len_min": min(mins) if mins else None,
-        "seq_len_mean": tokens / rows_checked if rows_checked else None,
-        "seq_len_max": max(maxs) if maxs else None,
-        "rows_at_max_len": sum(p["rows_at_max_len"] for p in parts),
-        "supervised_tokens": sum(sup) if len(sup) == len(parts) and parts else None,
-    }
-    out["supervised_share"] = (out["supervised_tokens"] / tokens) if out["supervised_tokens"] is not None and tokens else None
-    if any("boundary_tokens" in p for p in parts):
-        out["boundary_tokens"] = sum(p.get("boundary_tokens", 0) for p in parts)
-        out["boundary_supervised"] = sum(p.get("boundary_supervised", 0) for p in parts)
-        out["role_tokens"] = dict(sorted(roles.items()))
-    if any("role_supervised" in p for p in parts):  # mask policy: supervised tokens per role
-        sup_roles: dict[str, int] = defaultdict(int)
-        for p in parts:
-            for k, v in p.get("role_supervised", {}).items():
-                sup_roles[k] += v
-        out["supervised_role_tokens"] = dict(sorted(sup_roles.items()))
-    if parts and all("anchor_positions" in p for p in parts):
-        out["anchor_positions"] = sum(p["anchor_positions"] for p in parts)  # DFlash anchor candidates, whole dataset
-    return out
 
 
 _UNSET: Any = object()
 
 
-def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exit_status: int,
+def build_summary(meta: dict[str, Any], reducer: Reducer, num_shards: int, exit_status: int,
                   order: tuple[str, ...] = (), top_k: int = 100, counts: Any = _UNSET,
                   unchecked: list[dict[str, Any]] | None = None, row_checks: tuple[str, ...] = (),
                   unreported: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -146,8 +42,8 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
     """
     rank = {name: i for i, name in enumerate(order)}
     checks = {}
-    for name in sorted(recorder.checks, key=lambda n: (rank.get(n, len(rank)), n)):
-        c = recorder.checks[name]
+    for name in sorted(reducer.checks, key=lambda n: (rank.get(n, len(rank)), n)):
+        c = reducer.checks[name]
         verdict = "fail" if c["failed"] else ("skip" if c["skipped"] == c["tests"] else "pass")
         if verdict == "pass" and c.get("report_only") and c["rows_violating"]:
             verdict = "warn"  # suspicious content: listed, not failed (strict = true in [content] fails it)
@@ -170,26 +66,27 @@ def build_summary(meta: dict[str, Any], recorder: Recorder, num_shards: int, exi
         if c["verdict"] != "fail":
             c["verdict"], c["messages"] = "incomplete", [*c["messages"], note]
     checks = dict(sorted(checks.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
-    shards = [recorder.stats[k] for k in sorted(recorder.stats)]
+    shards = reducer.shard_stats()
     if counts is _UNSET:
-        counts = recorder.supervised_counts()
+        counts = reducer.supervised_counts()
     # Timings live apart from the verdicts, so verdicts are identical whatever -n was. Microseconds:
     # a mask check that a clean shard settles from its per-role totals takes ~50 µs a shard.
     meta = {**meta, "timing": {**meta.get("timing", {}),
-                               "per_check_seconds": {n: round(recorder.checks.get(n, {}).get("seconds", 0.0), 6)
+                               "per_check_seconds": {n: round(reducer.checks.get(n, {}).get("seconds", 0.0), 6)
                                                      for n in checks}}}
     return {
         "schema_version": SCHEMA_VERSION,
         **meta,
         "exit_status": exit_status,
-        "figures": global_figures(recorder.stats, num_shards),
-        "profile": dataset_profile(shards, top_k, counts),
+        "figures": reducer.figures(num_shards),
+        "profile": reducer.profile(top_k, counts),
         "checks": checks,
         # Sparse id counts are summed here once instead of per shard: a sum of sums is all a merge needs.
         "supervised_id_counts": _counts_json(counts),
         "shards": shards,
         "unchecked": list(unchecked or []),
         "unreported": list(unreported or []),
+        "reducer": reducer.to_state(),
     }
 
 
@@ -232,7 +129,7 @@ def _counts_json(counts: tuple | None) -> dict[str, list[int]] | None:
 #: Machine-read sections (per-shard records, sparse id counts): written compact, because
 #: ``json.dump(indent=...)`` falls back to the pure-Python encoder, which took 4 s of a
 #: 17 s run on 100 K rows (7.7 MB of "raw"), growing with the number of shards.
-_COMPACT_KEYS = {"raw", "supervised_id_counts"}
+_COMPACT_KEYS = {"reducer", "supervised_id_counts"}
 #: Lists of records written one compact record per line: the per-shard figures hold two
 #: histograms each (~300 numbers), which the indenting encoder wrote one per line, at
 #: ~0.1 s of the controller's serial end of a full-size run.
@@ -255,14 +152,7 @@ def _dumps_summary(summary: dict[str, Any]) -> str:
 
 def write_summary(summary: dict[str, Any], report_dir: Path) -> Path:
     """Write atomically so a reader never sees half a file."""
-    report_dir.mkdir(parents=True, exist_ok=True)
-    target = report_dir / "summary.json"
-    fd, tmp = tempfile.mkstemp(prefix=".summary-", dir=report_dir)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(_dumps_summary(summary))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, target)
-    return target
+    return atomic_write_text(report_dir / "summary.json", _dumps_summary(summary))
 
 
 def _fmt(v: Any, spec: str = ",") -> str:

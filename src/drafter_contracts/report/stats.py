@@ -1,14 +1,14 @@
-"""The dataset profile: fixed-bin histograms and exact token counts, merged from per-shard stats.
+"""Per-shard statistics: fixed-bin histograms and exact sparse token counts, and what is read off them.
 
 Every per-shard figure here is mergeable (sums of counts over fixed bins, sparse
-id counts), so the profile of a whole dataset - or of several machines' runs put
-together - is the same function of the same shard records, whatever the sharding.
-Quantiles are read from the merged histogram, never averaged over shards.
+id counts), so the figures of a whole dataset - or of several machines' runs put
+together - are the same function of the same shard records, whatever the sharding.
+The one place they are summed is ``reducer.py``; quantiles are read from the merged
+histogram, never averaged over shards.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
@@ -113,63 +113,6 @@ def sparse_counts(ids: np.ndarray, limit: int = 1 << 24) -> dict[str, np.ndarray
     return {"ids": nz.astype(np.int32), "counts": counts[nz].astype(np.int64, copy=False)}
 
 
-# --- merging -----------------------------------------------------------------------------------
-
-
-def merged_histogram(stats: Iterable[dict], key: str, bins: int) -> np.ndarray | None:
-    """Elementwise sum of one fixed-bin histogram over shard records (None if none carries it)."""
-    total = np.zeros(bins, dtype=np.int64)
-    seen = False
-    for s in stats:
-        h = s.get(key)
-        if h is not None:
-            total += np.asarray(h, dtype=np.int64)
-            seen = True
-    return total if seen else None
-
-
-@dataclass
-class CountSum:
-    """Exact per-id counts summed part by part (shards, or the parts of a split run) into one dense
-    array: ids are bounded by the vocabulary, so this replaces sorting the concatenation of every
-    part's sparse counts (np.unique over millions of entries took seconds at full scale)."""
-
-    total: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    parts: int = 0
-    missing: bool = False  # a part had no counts (no usable loss_mask): there is no exact sum
-
-    def add(self, counts: dict[str, Any] | None) -> None:
-        self.parts += 1
-        if counts is None:
-            self.missing = True
-            return
-        ids, n = np.asarray(counts["ids"]), np.asarray(counts["counts"])
-        if not len(ids):
-            return
-        top = int(ids.max())
-        if top >= len(self.total):
-            self.total = np.concatenate((self.total, np.zeros(top + 1 - len(self.total), np.int64)))
-        if len(ids) == 1 or bool((ids[1:] > ids[:-1]).all()):  # sparse counts: sorted, each id once
-            self.total[ids] += n  # a plain indexed add is exact without repeats, and ~10x cheaper than add.at
-        else:
-            np.add.at(self.total, ids, n.astype(np.int64, copy=False))
-
-    def result(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Sorted (ids, counts); None when no part was added or one had no counts."""
-        if self.missing or not self.parts:
-            return None
-        nz = np.flatnonzero(self.total)
-        return nz, self.total[nz]
-
-
-def merged_counts(stats: Iterable[dict], key: str = "supervised_id_counts") -> tuple[np.ndarray, np.ndarray] | None:
-    """Exact per-id counts summed over shard (or part) records, as sorted (ids, counts)."""
-    acc = CountSum()
-    for s in stats:
-        acc.add(s.get(key))
-    return acc.result()
-
-
 def quantiles(hist: np.ndarray, edges: np.ndarray, qs: Iterable[float] = QUANTILES) -> dict[str, int | float | None]:
     """Lower edge of the bin holding each quantile (exact to the bin's resolution)."""
     total = int(hist.sum())
@@ -197,49 +140,17 @@ def shares(counts: dict[str, int]) -> dict[str, float]:
     return {k: v / total for k, v in sorted(counts.items())} if total else {}
 
 
-def summed(stats: Iterable[dict], key: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in stats:
-        for k, v in (s.get(key) or {}).items():
-            out[k] = out.get(k, 0) + int(v)
-    return out
-
-
 def dataset_profile(stats: list[dict], top_k: int = 100,
                     counts: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
-    """What a person compares between two versions of a dataset, from shard records alone.
+    """The profile of these shard records, through the one reducer that sums them (``reducer.py``).
 
     ``counts`` are already-merged supervised id counts (e.g. the summed top-level
     ``supervised_id_counts`` of several summaries), for shard records that no longer carry theirs.
     """
-    seq = merged_histogram(stats, "seq_len_hist", len(SEQ_LEN_EDGES) - 1)
-    share = merged_histogram(stats, "supervised_share_hist", SHARE_BINS)
-    tokens = sum(int(s["tokens"]) for s in stats)
-    sup = [s.get("supervised_tokens") for s in stats]
-    sup_total = sum(sup) if stats and all(v is not None for v in sup) else None
-    if counts is None:
-        counts = merged_counts(stats)
-    out: dict[str, Any] = {
-        "rows": sum(int(s["rows"]) for s in stats),
-        "rows_checked": sum(int(s["rows_checked"]) for s in stats),
-        "tokens": tokens,
-        "seq_len": {
-            "bin_edges": SEQ_LEN_EDGES.tolist(),
-            "bins_per_octave": SEQ_LEN_BINS_PER_OCTAVE,
-            "histogram": seq.tolist() if seq is not None else None,
-            "quantiles": quantiles(seq, SEQ_LEN_EDGES) if seq is not None else None,
-        },
-        "supervised_tokens": sup_total,
-        "supervised_share": (sup_total / tokens) if sup_total is not None and tokens else None,
-        "supervised_share_per_row": {
-            "bins": SHARE_BINS,
-            "histogram": share.tolist() if share is not None else None,
-            "quantiles": quantiles(share, np.linspace(0, 1, SHARE_BINS + 1)) if share is not None else None,
-        },
-        "role_token_shares": shares(summed(stats, "role_tokens")),
-        "role_supervised_shares": shares(summed(stats, "role_supervised")),
-        "top_supervised_tokens": None,
-    }
-    if counts is not None:
-        out["top_supervised_tokens"] = [{"id": i, "count": c} for i, c in top_tokens(*counts, top_k)]
-    return out
+    from .reducer import Reducer
+
+    r = Reducer()
+    for s in stats:
+        r.add_counts(s.get("supervised_id_counts"))
+        r._add_stats(s)
+    return r.profile(top_k, counts)

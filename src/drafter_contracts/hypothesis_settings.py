@@ -5,6 +5,9 @@ luck) and sized to finish the whole properties suite in about a minute on two co
 ``thorough`` draws thousands of fresh examples per property, for upgrades. Neither
 writes an example database: users run the suite from anywhere, and nothing should
 appear in their working directory.
+
+A test that needs more examples than the profile's default asks :func:`examples` for its
+count, so ``HYPOTHESIS_PROFILE=thorough`` raises it too instead of being ignored.
 """
 
 from __future__ import annotations
@@ -21,3 +24,11 @@ def register_profiles() -> None:
                               print_blob=True, suppress_health_check=_SLOW_OK)
     settings.register_profile("thorough", max_examples=THOROUGH_EXAMPLES, deadline=None, database=None,
                               print_blob=True, suppress_health_check=_SLOW_OK)
+
+
+def examples(under_ci: int) -> int:
+    """``under_ci`` examples under the ``ci`` profile, scaled by the loaded profile's size otherwise.
+
+    Call it where ``@settings`` is applied (module import, after the profile is loaded).
+    """
+    return max(1, under_ci * settings.default.max_examples // CI_EXAMPLES)

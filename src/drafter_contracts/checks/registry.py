@@ -1,0 +1,166 @@
+"""The one list of contracts: each declared once, beside its check function, with everything the
+rest of the suite needs to know about it.
+
+A contract's :class:`Spec` says
+
+* ``name`` and ``scope``: ``ROW`` (runs per shard, inside the shard's one test), ``DATASET`` (a test
+  of its own, answered from metadata or a sample) or ``WHOLE`` (decided at the controller over
+  every shard's partial result: duplicates, token_freq.pt, the baseline, what the run covered);
+* ``needs``: the columns and inputs it cannot run without (a missing one skips it, saying why);
+* ``run``: how the engine runs it (``run(engine, work)`` for a row contract, ``run(engine)`` for a
+  dataset contract);
+* ``partial`` / ``reduce``: for a whole-dataset contract, what each shard contributes (computed where
+  the shard is in memory, carried by the shard's report) and how the controller turns the
+  reduced run into one verdict (``reduce(run)``, ``run`` a :class:`WholeRun`);
+* ``offending``: which tokens of one violating row an explanation marks (default: the one token
+  at the violation's position);
+* ``hints``: extra advice keyed by reason code (``CheckResult.by_code``), never by reason text.
+
+Engine dispatch, the contract suite's tests, explanations, ``merge-reports`` and the reports all
+read this registry, so a new contract is one :func:`register` call next to its function. The
+modules that declare contracts are imported by :func:`specs` in report order.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from enum import Enum
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:  # the engine imports this module; these are for annotations only
+    from ..config import Contract
+    from ..dataset import Shard
+    from ..engine import Engine, ShardWork
+    from ..results import CheckResult
+    from ..spans.labels import Labels
+    from .policy import MaskFacts
+
+
+class Scope(str, Enum):
+    ROW = "row"  # per shard, in the shard's test (test_row_contracts[shard-…])
+    DATASET = "dataset"  # one test of its own (test_schema, …)
+    WHOLE = "whole"  # decided at the controller from every shard's partial (test_duplicate_rows, …)
+
+
+#: What a contract may need; a missing one skips the contract with the engine's reason.
+IDS, MASK, TOKENIZER = "input_ids", "loss_mask", "tokenizer"
+#: Reads the raw columns (every row, null and skewed ones too), not the view of usable rows.
+RAW = "raw"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A whole-dataset verdict with the lines that explain it (the baseline's diff), kept in summary.json."""
+
+    result: "CheckResult"
+    details: list[str] = field(default_factory=list)
+
+
+class WholeRun(Protocol):
+    """What a whole-dataset contract's ``reduce`` reads at the controller (``controller.ContractRun``)."""
+
+    engine: "Engine"
+    coverage: Any  # completeness.Coverage: which shard and contract tests reported
+    baseline: Any  # (path, document) of --baseline FILE, or None
+
+    def partials(self, name: str) -> dict[int, Any]: ...  # shard index -> that shard's partial
+    def recorded(self, name: str) -> dict[str, Any] | None: ...  # what the shards reported for it so far
+    def lost_shards(self) -> int: ...  # shards whose test never reported (a dead worker)
+    def supervised_counts(self) -> tuple[np.ndarray, np.ndarray] | None: ...
+    def shard_stats(self) -> list[dict]: ...  # per-shard stats in shard order
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One contract, as everything but its own check function sees it."""
+
+    name: str
+    scope: Scope
+    doc: str  # one line: what holding it proves
+    needs: frozenset[str] = frozenset({IDS})
+    run: Callable[..., "CheckResult"] | None = None
+    #: Whole-dataset contracts fed by every shard (duplicates): what a shard sends, ``partial(engine, shard)``.
+    partial: Callable[["Engine", "Shard"], Any] | None = None
+    reduce: Callable[[WholeRun], "CheckResult | Verdict | None"] | None = None
+    #: Bool per token of one row: every token that breaks the rule (explanations mark them all).
+    offending: Callable[[np.ndarray, np.ndarray, "Labels", "Contract", "MaskFacts"], np.ndarray | None] | None = None
+    #: Shown once per result when most of its rows break the rule: (engine, work, result) -> text.
+    hint: Callable[["Engine", "ShardWork", "CheckResult"], str] | None = None
+    #: Advice by reason code (the result's most frequent code picks one).
+    hints: Mapping[int, str] = field(default_factory=dict)
+    #: Where an excerpt of a whole-row violation (position -1) starts: -1 the row's start, -2 its end.
+    whole_row_at: int = -1
+    #: Judges only the part of a --split run it ran in (a sample per shard, the part's coverage):
+    #: merge-reports adds every part's verdict instead of counting one.
+    per_part: bool = False
+    #: A skipped whole-dataset verdict is a test report (JUnit) too; False: the summary alone says why.
+    report_skip: bool = True
+    #: Decoded excerpts are cut for its failing rows (False: rows that cannot be read, arrow_integrity).
+    decodable: bool = True
+    #: Suspicious content: report-only (violations warn) unless ``[content] strict = true``.
+    content: bool = False
+    #: Runs only when an option asks for it (--baseline).
+    on_request: bool = False
+
+
+#: Modules that declare contracts, in report order (the order of summary.json and the terminal);
+#: within a module, the order of its ``register`` calls. A module of new contracts is one entry here.
+MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset_level", "drafter_contracts.checks.rows",
+           "drafter_contracts.checks.spans", "drafter_contracts.checks.token_freq", "drafter_contracts.checks.drift",
+           "drafter_contracts.completeness", "drafter_contracts.checks.content", "drafter_contracts.report.baseline")
+_SPECS: dict[str, tuple[tuple[int, int], Spec]] = {}
+_ordered: dict[str, Spec] | None = None
+
+
+def register(spec: Spec) -> Spec:
+    """Declare a contract (at import of the module holding its check function, one of ``MODULES``)."""
+    global _ordered
+    module = sys._getframe(1).f_globals.get("__name__", "")
+    if module not in MODULES:
+        raise ValueError(f"contract {spec.name!r} is declared in {module}, which registry.MODULES does not list")
+    if spec.name in _SPECS and _SPECS[spec.name][1] != spec:
+        raise ValueError(f"contract {spec.name!r} is declared twice")
+    if spec.scope is Scope.WHOLE and spec.reduce is None:
+        raise ValueError(f"whole-dataset contract {spec.name!r} needs a reduce")
+    _SPECS[spec.name] = ((MODULES.index(module), len(_SPECS)), spec)
+    _ordered = None
+    return spec
+
+
+def specs() -> dict[str, Spec]:
+    """Every contract, in report order."""
+    global _ordered
+    if _ordered is None:
+        for module in MODULES:
+            import_module(module)
+        _ordered = {name: s for name, (_, s) in sorted(_SPECS.items(), key=lambda kv: kv[1][0])}
+    return _ordered
+
+
+def spec(name: str) -> Spec | None:
+    return specs().get(name)
+
+
+def names(*scopes: Scope, shard_test: bool | None = None) -> tuple[str, ...]:
+    """Contract names of the given scopes (all without), in report order.
+
+    ``shard_test=True``: the contracts a shard's test runs (row contracts, and whole-dataset ones
+    that send a per-shard partial).
+    """
+    out = []
+    for s in specs().values():
+        if scopes and s.scope not in scopes:
+            continue
+        if shard_test is not None and shard_test != (s.scope is Scope.ROW or s.partial is not None):
+            continue
+        out.append(s.name)
+    return tuple(out)
+
+
+def shard_contracts() -> tuple[str, ...]:
+    """What one shard's test runs, in report order."""
+    return names(shard_test=True)

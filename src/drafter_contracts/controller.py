@@ -1,0 +1,302 @@
+"""The controller of a contract run: every test report in, every verdict and report out.
+
+Registered only where the run's reports arrive (the single ``-n 0`` process, or the
+pytest-xdist controller; the pytest-xdist ``dsession.py`` / pytest-cov pattern). Each
+shard's ``ShardReport`` and each dataset-level result goes into one ``Reducer``; at
+session end the whole-dataset contracts of the registry reduce it to their verdicts,
+each sent through pytest's report hooks so the terminal, JUnit, the exit code and
+summary.json see them like any other contract test; then summary.json, report.html,
+the terminal summary and the verdict line are written from the reducer.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from . import kernels
+from .checks import registry
+from .completeness import Coverage
+from .engine import DATASET_CHECKS, SHARD_CHECKS, Engine
+from .explain import LEGEND, Segment, Window, render_segments
+from .report import baseline as baseline_mod
+from .report.excerpts import MAX_DECODED, decoded_example
+from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
+from .report.html import write_html
+from .report.merge import split_section
+from .report.reducer import Reducer
+from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, terminal_lines, write_summary
+from .results import CheckResult
+from .wire import decode_report, unpack
+
+
+class ContractRun:
+    """Controller-side plugin object (pytest-xdist/pytest-cov pattern): records reports, writes the reports.
+
+    Registered only where the run's reports arrive: the single process with
+    ``-n 0``, the controller with xdist. Workers just run tests. Global checks that
+    need every shard's stats (the baseline comparison) run here at session end and
+    are reported through pytest's own report hook, so the terminal, JUnit, the exit
+    code and summary.json all see them like any other contract test.
+    """
+
+    def __init__(self, engine: Engine, baseline_path: Path | None = None, baseline: dict | None = None,
+                 save_baseline: Path | None = None) -> None:
+        self.engine = engine
+        #: (path, document) of --baseline FILE, read for the baseline contract's reduce
+        self.baseline = (baseline_path, baseline) if baseline is not None and baseline_path is not None else None
+        self.save_baseline = save_baseline
+        self.reducer = Reducer()  # every result, stat and partial of the run (report/reducer.py)
+        self.started = time.time()
+        self.summary: dict[str, Any] | None = None
+        self.summary_path: Path | None = None
+        self.artifacts: list[str] = []
+        self._module_prefix: str | None = None
+        self.session: pytest.Session | None = None
+        self.nothing_checked = False
+        self.report_error: str | None = None
+        # which shard and contract tests ran, which reported, why not (completeness.py)
+        self.coverage = Coverage(engine.shards, DATASET_CHECKS)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.coverage.expect(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.coverage.expect(ids)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Every test report: a shard's ShardReport or a contract's one result goes into the reducer."""
+        unpack(report)
+        own = dict(report.user_properties)
+        shard_report = decode_report(own[REPORT_KEY]) if REPORT_KEY in own else None
+        self.coverage.note(report.nodeid, report.when, report.outcome, shard_report is not None or RESULT_KEY in own,
+                           shard_report.unread if shard_report is not None else None,
+                           None if report.longrepr is None else str(report.longrepr))
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            reason = None
+            if report.skipped and isinstance(report.longrepr, tuple):
+                reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            if shard_report is not None:
+                self.reducer.add(shard_report)
+            elif own.get(RESULT_KEY) is not None:
+                self._record(own[RESULT_KEY], report.outcome, reason, float(getattr(report, "duration", 0.0) or 0.0),
+                             own.get(DETAILS_KEY))
+            if self._module_prefix is None and "::" in report.nodeid and (RESULT_KEY in own or shard_report is not None):
+                self._module_prefix = report.nodeid.split("::", 1)[0]  # the suite's module, not a user's test
+        # Results and stats are for summary.json; keep them out of junit.xml properties.
+        ours = (RESULT_KEY, REPORT_KEY, DETAILS_KEY)
+        report.user_properties = [(k, v) for k, v in report.user_properties if k not in ours]
+
+    def _record(self, result: dict[str, Any], outcome: str, reason: str | None, duration: float = 0.0,
+                details: list[str] | None = None) -> None:
+        self.reducer.add_result(result, outcome, reason, duration, details)
+
+    def report_global(self, session: pytest.Session, result: CheckResult, details: list[str]) -> None:
+        """Send a controller-side contract verdict through pytest's report hooks (setup, call, teardown)."""
+        name = f"test_{result.check}"
+        nodeid = f"{self._module_prefix or 'drafter-contracts'}::{name}"
+        location = (self._module_prefix or "drafter-contracts", None, name)
+        props = [(RESULT_KEY, result.to_dict()), (DETAILS_KEY, details)]
+        if result.skipped:
+            outcome, longrepr = "skipped", (location[0], 0, f"Skipped: {result.skipped}")
+        elif result.ok or (result.report_only and not result.message):
+            outcome, longrepr = "passed", None  # a report-only contract's rows warn; they fail nothing
+        else:
+            outcome, longrepr = "failed", "\n".join([f"{result.check}: {result.message}", *details])
+        hook = session.config.hook
+        hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, "passed", None, "setup"))
+        hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, outcome, longrepr, "call",
+                                                               user_properties=props))
+        hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, "passed", None, "teardown"))
+        if outcome == "failed":
+            session.testsfailed += 1
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _meta(self) -> dict[str, Any]:
+        engine = self.engine
+        dataset = dataset_fingerprint(engine.dataset)
+        dataset["columns"] = engine.dataset.column_types()
+        return {
+            "dataset": dataset,
+            "contract": engine.contract.to_dict(),
+            "tokenizer": tokenizer_fingerprint(engine.vocab),
+            "kernels": kernels.backend(),
+            "timing": {"wall_seconds": round(time.time() - self.started, 3)},
+        }
+
+    # --- whole-dataset verdicts (registry.WholeRun) -------------------------------------------
+
+    def partials(self, name: str) -> dict[int, Any]:
+        return self.reducer.partials.get(name, {})
+
+    def recorded(self, name: str) -> dict[str, Any] | None:
+        return self.reducer.checks.get(name)
+
+    def lost_shards(self) -> int:
+        return sum(u["index"] not in self.coverage.arrived for u in self.coverage.unchecked())
+
+    def supervised_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
+        return self.reducer.supervised_counts()
+
+    def shard_stats(self) -> list[dict]:
+        return self.reducer.shard_stats()
+
+    def _decide_whole(self, session: pytest.Session) -> None:
+        """Every whole-dataset contract's verdict, each through pytest's report hooks like any test's
+        (terminal, JUnit, exit code, summary.json). A verdict fed by per-shard partials replaces the
+        shards' carrier records (their time is kept)."""
+        for entry in registry.specs().values():
+            if entry.scope is not registry.Scope.WHOLE:
+                continue
+            verdict = entry.reduce(self)
+            if verdict is None:
+                continue
+            result, details = (verdict.result, verdict.details) if isinstance(verdict, registry.Verdict) else (verdict, [])
+            if result.skipped and not entry.report_skip:  # nothing to check: in the summary with its reason
+                self._record(result.to_dict(), "skipped", result.skipped)
+                continue
+            carried = self.reducer.checks.pop(result.check, None) if entry.partial is not None else None
+            self.report_global(session, result, details)
+            if carried is not None:
+                own = self.reducer.checks[result.check]
+                own["global"], own["seconds"] = True, own["seconds"] + carried.get("seconds", 0.0)
+
+    def _decode_examples(self, summary: dict[str, Any]) -> None:
+        """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts.
+
+        A shard's rows come decoded with its results (``suite._explained``); only the rows of
+        dataset-level and whole-dataset verdicts (the drift sample, duplicate pairs) are read here.
+        """
+        for name, c in summary["checks"].items():
+            entry = registry.spec(name)
+            shown = c["verdict"] in ("fail", "warn") and (entry is None or entry.decodable)
+            for i, ex in enumerate(c["examples"]):
+                if not shown or i >= MAX_DECODED:
+                    ex.pop("excerpt", None)
+            if not shown:
+                continue
+            for ex in c["examples"][:MAX_DECODED]:
+                if "excerpt" in ex:
+                    continue
+                try:
+                    ex["excerpt"] = decoded_example(self.engine, ex["row"], ex["position"], name, ex.get("reason", ""))
+                except Exception as exc:  # an unreadable row must not cost the whole report
+                    ex["excerpt"] = {"error": f"{type(exc).__name__}: {exc}"}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.session = session
+        if not self.reducer.checks:
+            # No contract test ran (all deselected, or not collected): nothing is known about the
+            # data, and an exit code of 0 would read as a green gate. The last summary stays.
+            if not session.config.option.collectonly:
+                self.nothing_checked = True
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+            return
+        unchecked = self.coverage.unchecked()
+        self._decide_whole(session)
+        engine = self.engine
+        meta = self._meta()
+        if engine.oracle is not None:
+            meta["tokenizer"]["template_profile"] = engine.oracle.to_dict()
+        counts = self.supervised_counts()
+        meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
+        self.summary = build_summary(meta, self.reducer, len(engine.shards), int(session.exitstatus),
+                                     tuple(registry.specs()), engine.contract.baseline.top_k,
+                                     counts, unchecked, SHARD_CHECKS, self.coverage.unreported())
+        self.summary.update(split_section(engine))
+        self._decode_examples(self.summary)
+        report_dir = Path(session.config.getoption("report_dir")).expanduser()
+        try:
+            self.summary_path = write_summary(self.summary, report_dir)
+            self.artifacts = [str(self.summary_path), str(write_html(self.summary, report_dir / "report.html"))]
+        except OSError as exc:  # checked writable at the start; a full disk or a removed folder since
+            self.report_error = (f"--report-dir {report_dir}: the reports cannot be written ({exc.strerror or exc}); "
+                                 "the verdicts above stand, but summary.json and report.html are missing")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        xml = getattr(session.config.option, "xmlpath", None)
+        if xml:
+            self.artifacts.append(str(Path(xml).expanduser()))
+        if self.save_baseline is not None:
+            if self.summary["figures"]["complete"]:
+                baseline_mod.write_baseline(baseline_mod.make_baseline(self.summary), self.save_baseline)
+                failing = sum(c["verdict"] == "fail" for c in self.summary["checks"].values())
+                note = f"; note: {failing} contract(s) fail on this data" if failing else ""
+                self.artifacts.append(f"{self.save_baseline} (baseline saved{note})")
+            else:
+                self.artifacts.append(f"{self.save_baseline} NOT saved: stats cover only part of the shards")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """The run's last line: one verdict, after pytest's own summary and any warnings."""
+        terminal = config.pluginmanager.get_plugin("terminalreporter")
+        line = self.verdict_line()
+        if terminal is not None and line:
+            terminal.write_line(line, bold=True, red=not line.endswith("(exit 0)"), green=line.endswith("(exit 0)"))
+
+    def verdict_line(self) -> str | None:
+        """``drafter-contracts: 2 of 20 contracts violated on 913,786 rows (exit 1)``, or why nothing was checked."""
+        if self.session is None:
+            return None
+        code = int(self.session.exitstatus)
+        rows = self.engine.dataset.num_rows
+        if self.nothing_checked:
+            return (f"drafter-contracts: no contract was checked on {rows:,} rows: every contract test was deselected "
+                    f"(-k, -m, --lf, --deselect) or not collected; nothing is known about the data (exit {code})")
+        if self.report_error:
+            return f"drafter-contracts: {self.report_error} (exit {code})"
+        if self.summary is None:
+            return None
+        checks = self.summary["checks"]
+        count = lambda v: sum(c["verdict"] == v for c in checks.values())  # noqa: E731
+        rest = ", ".join(f"{n} {w}" for n, w in ((count("warn"), "warn"), (count("skip"), "skipped")) if n)
+        return (f"drafter-contracts: {count('fail')} of {len(checks)} contracts violated on {self.summary['figures']['rows']:,} "
+                f"rows{'; ' + rest if rest else ''} (exit {code})")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.summary is None:
+            return
+        terminalreporter.section("drafter-contracts")
+        for line in terminal_lines(self.summary):
+            terminalreporter.line(line)
+        for line in warn_excerpts(self.summary):
+            terminalreporter.line(line)
+        for path in self.artifacts:
+            terminalreporter.line(f"report: {path}")
+        split = self.summary.get("split", {})
+        if split.get("n", 1) > 1:
+            terminalreporter.line(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} shards, "
+                                  f"{self.summary['figures']['rows']:,} rows; join all parts with "
+                                  "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")
+
+
+def warn_excerpts(summary: dict[str, Any], limit: int = 1) -> list[str]:
+    """Terminal lines: the first example row of each warning, as its decoded excerpt in summary.json
+    (roles and supervised tokens marked).
+
+    Warnings do not fail a test, so nothing else shows the rows; one excerpt each keeps the log short.
+    """
+    lines: list[str] = []
+    for name, c in summary["checks"].items():
+        if c["verdict"] != "warn" or not c["examples"]:
+            continue
+        for e in c["examples"][:limit]:
+            found = e.get("excerpt") or {"error": "not decoded"}
+            if "error" in found:
+                text = f"(cannot decode: {found['error']})"
+            else:
+                segments = [Segment(**seg) for seg in found["segments"]]
+                text = render_segments(Window(segments, found["start"] > 0, found["stop"] < found["length"]))
+            lines.append(f"  WARN {name}: row {e['row']}: {e['reason']}")
+            lines.append(f"    {text}")
+    if lines:
+        lines.append("  " + LEGEND)
+    return lines

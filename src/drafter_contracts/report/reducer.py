@@ -1,0 +1,312 @@
+"""One reducer for everything a run reports: per-contract verdicts, per-shard stats, exact id counts.
+
+The combiner pattern (create / add / merge / extract): a :class:`Reducer` starts empty, takes
+each shard's :class:`~drafter_contracts.results.ShardReport` (``add``) and each dataset-level
+or controller-side verdict (``add_result``) as they arrive, merges with another reducer
+(``merge``: the parts of a ``--split`` run), and extracts the summary's figures, profile and
+per-contract entries (``figures``, ``profile``, ``check_entries``). ``-n 0``, pytest-xdist
+and ``merge-reports`` all go through it, so a figure is summed in one place only. Its state
+(``to_state`` / ``from_state``) is what summary.json keeps for merging.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..results import ShardReport
+from .stats import QUANTILES, SEQ_LEN_BINS_PER_OCTAVE, SEQ_LEN_EDGES, SHARE_BINS, quantiles, shares, top_tokens
+
+#: Examples a contract's entry keeps (the lowest rows: a merge keeps the lowest of the parts' lowest).
+MAX_SUMMARY_EXAMPLES = 20
+#: Per-shard scalar figures that add up.
+_SUMMED = ("rows", "rows_checked", "rows_excluded", "tokens", "rows_at_max_len")
+_ENTRY_COUNTS = ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")
+
+
+def _new_entry() -> dict[str, Any]:
+    return {"tests": 0, "passed": 0, "failed": 0, "skipped": 0, "rows_checked": 0, "rows_violating": 0,
+            "by_reason": defaultdict(int), "examples": [], "messages": [], "skip_reasons": [], "seconds": 0.0}
+
+
+def outcome_of(result: dict[str, Any]) -> str:
+    """A contract's own outcome from its result (one shard test carries several contracts)."""
+    if result["skipped"]:
+        return "skipped"
+    if (result["rows_violating"] or result["message"]) and not result.get("report_only"):
+        return "failed"
+    return "passed"
+
+
+@dataclass
+class Reducer:
+    """Everything the reports are built from, summed as results arrive."""
+
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per-shard stats (without their sparse id counts, which are summed into ``_counts``): summary.json's
+    #: ``shards`` section, the per-shard table pandera validates.
+    stats: dict[int, dict] = field(default_factory=dict)
+    #: Whole-dataset contracts' per-shard partials (duplicate_rows: (rows, hashes)), by name and shard.
+    partials: dict[str, dict[int, Any]] = field(default_factory=dict)
+    _counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    _count_parts: int = 0
+    _counts_missing: bool = False  # a shard had no counts (no usable loss_mask): there is no exact sum
+    _sums: dict[str, Any] = field(default_factory=dict)
+
+    # --- add -------------------------------------------------------------------------------
+
+    def add(self, report: ShardReport) -> None:
+        """One shard's report: its contracts' results, its stats and its partials (a re-run shard once)."""
+        if report.stats is not None and report.shard not in self.stats:
+            stats = dict(report.stats)
+            self.add_counts(stats.pop("supervised_id_counts", None))
+            self._add_stats(stats)
+            self.stats[report.shard] = stats
+        for name, value in report.partials.items():
+            self.partials.setdefault(name, {})[report.shard] = value
+        for result in report.results:
+            self.add_result(result, outcome_of(result), None, float(result.get("seconds", 0.0)))
+
+    def add_result(self, result: dict[str, Any], outcome: str, skip_reason: str | None = None,
+                   duration: float = 0.0, details: list[str] | None = None) -> None:
+        """One contract result (a shard's, a dataset-level test's or a controller-side verdict)."""
+        c = self.checks.setdefault(result["check"], _new_entry())
+        c["tests"] += 1
+        c["seconds"] += duration
+        c[outcome] = c.get(outcome, 0) + 1
+        c["rows_checked"] += result["rows_checked"]
+        c["rows_violating"] += result["rows_violating"]
+        for reason, count in result["by_reason"].items():
+            c["by_reason"][reason] += count
+        c["examples"] = _lowest([*c["examples"], *result["examples"]])
+        c["report_only"] = c.get("report_only", False) or bool(result.get("report_only"))
+        if result["message"]:
+            c["messages"].append(result["message"])
+        if details:
+            c["details"] = list(details)
+        reason = result["skipped"] or skip_reason
+        if reason and reason not in c["skip_reasons"]:
+            c["skip_reasons"].append(reason)
+
+    def add_counts(self, counts: dict[str, Any] | None) -> None:
+        """Exact per-id counts of one part (a shard, or a part of a split run), summed densely: ids are
+        bounded by the vocabulary, so a dense sum replaces sorting every part's sparse counts."""
+        self._count_parts += 1
+        if counts is None:
+            self._counts_missing = True
+            return
+        ids, n = np.asarray(counts["ids"]), np.asarray(counts["counts"])
+        if not len(ids):
+            return
+        top = int(ids.max())
+        if top >= len(self._counts):
+            self._counts = np.concatenate((self._counts, np.zeros(top + 1 - len(self._counts), np.int64)))
+        if len(ids) == 1 or bool((ids[1:] > ids[:-1]).all()):  # sparse counts: sorted, each id once
+            self._counts[ids] += n  # a plain indexed add is exact without repeats, ~10x cheaper than add.at
+        else:
+            np.add.at(self._counts, ids, n.astype(np.int64, copy=False))
+
+    def _add_stats(self, s: dict[str, Any]) -> None:
+        """The running sums behind figures and profile (every per-shard stat is mergeable)."""
+        t = self._sums
+        t["parts"] = t.get("parts", 0) + 1
+        for key in _SUMMED:
+            t[key] = t.get(key, 0) + int(s.get(key, 0))
+        if s.get("supervised_tokens") is None:
+            t["supervised_missing"] = True
+        else:
+            t["supervised_tokens"] = t.get("supervised_tokens", 0) + int(s["supervised_tokens"])
+        for key, pick in (("seq_len_min", min), ("seq_len_max", max)):
+            if s.get(key) is not None:
+                t[key] = s[key] if t.get(key) is None else pick(t[key], s[key])
+        for key in ("seq_len_hist", "supervised_share_hist"):
+            if s.get(key) is not None:
+                h = np.asarray(s[key], dtype=np.int64)
+                t[key] = h if t.get(key) is None else t[key] + h
+        for key in ("role_tokens", "role_supervised"):
+            if key in s:
+                t[f"has_{key}"] = True
+            acc = t.setdefault(key, {})
+            for k, v in (s.get(key) or {}).items():
+                acc[k] = acc.get(k, 0) + int(v)
+        if "boundary_tokens" in s:
+            t["has_boundary"] = True
+            t["boundary_tokens"] = t.get("boundary_tokens", 0) + int(s["boundary_tokens"])
+            t["boundary_supervised"] = t.get("boundary_supervised", 0) + int(s.get("boundary_supervised", 0))
+        if "anchor_positions" in s:
+            t["anchor_parts"] = t.get("anchor_parts", 0) + 1
+            t["anchor_positions"] = t.get("anchor_positions", 0) + int(s["anchor_positions"])
+
+    # --- merge -----------------------------------------------------------------------------
+
+    def merge(self, other: "Reducer", once: frozenset[str] = frozenset()) -> list[str]:
+        """Add another reducer (another part of a --split run, disjoint shards) into this one.
+
+        Contracts named in ``once`` judge what every part sees alike (metadata): their entries
+        are kept once, and a part that judged otherwise is returned as a conflict.
+        """
+        conflicts = []
+        for index, stats in other.stats.items():
+            if index not in self.stats:
+                self.stats[index] = dict(stats)
+                self._add_stats(stats)
+        if other._count_parts:
+            self._count_parts += other._count_parts
+            self._counts_missing |= other._counts_missing
+            self.add_counts({"ids": np.flatnonzero(other._counts), "counts": other._counts[np.flatnonzero(other._counts)]})
+            self._count_parts -= 1  # add_counts counted the merged block as one more part
+        for name, by_shard in other.partials.items():
+            self.partials.setdefault(name, {}).update(by_shard)
+        for name, theirs in other.checks.items():
+            mine = self.checks.get(name)
+            if mine is None:
+                self.checks[name] = _copy_entry(theirs)
+                continue
+            if name in once:
+                if [mine[k] for k in ("passed", "failed", "skipped")] != [theirs[k] for k in ("passed", "failed", "skipped")]:
+                    conflicts.append(name)
+                continue
+            for key in (*_ENTRY_COUNTS, "seconds"):
+                mine[key] += theirs[key]
+            for reason, count in theirs["by_reason"].items():
+                mine["by_reason"][reason] = mine["by_reason"].get(reason, 0) + count
+            mine["examples"] = _lowest([*mine["examples"], *theirs["examples"]])
+            mine["messages"] = [*mine["messages"], *theirs["messages"]]
+            mine["skip_reasons"] = [*mine["skip_reasons"], *(r for r in theirs["skip_reasons"] if r not in mine["skip_reasons"])]
+            mine["report_only"] = mine.get("report_only", False) or theirs.get("report_only", False)
+            mine["global"] = mine.get("global", False) or theirs.get("global", False)
+            if theirs.get("details"):
+                mine["details"] = list(theirs["details"])
+        return conflicts
+
+    # --- extract ---------------------------------------------------------------------------
+
+    def supervised_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The exact supervised-id counts of every part added, as sorted (ids, counts); None when a
+        part had none (no usable loss_mask) or nothing was added."""
+        if self._counts_missing or not self._count_parts:
+            return None
+        nz = np.flatnonzero(self._counts)
+        return nz, self._counts[nz]
+
+    def shard_stats(self) -> list[dict]:
+        return [self.stats[k] for k in sorted(self.stats)]
+
+    def _supervised_total(self) -> int | None:
+        t = self._sums
+        return None if not t.get("parts") or t.get("supervised_missing") else t.get("supervised_tokens", 0)
+
+    def figures(self, num_shards: int) -> dict[str, Any]:
+        """Exact dataset figures (never a sample): summary.json's ``figures``."""
+        t = self._sums
+        parts = t.get("parts", 0)
+        rows_checked, tokens = t.get("rows_checked", 0), t.get("tokens", 0)
+        sup = self._supervised_total()
+        out: dict[str, Any] = {
+            "shards_covered": parts,
+            "shards_total": num_shards,
+            "complete": parts == num_shards,
+            "rows": t.get("rows", 0),
+            "rows_checked": rows_checked,
+            "rows_excluded": t.get("rows_excluded", 0),
+            "tokens": tokens,
+            "seq_len_min": t.get("seq_len_min"),
+            "seq_len_mean": tokens / rows_checked if rows_checked else None,
+            "seq_len_max": t.get("seq_len_max"),
+            "rows_at_max_len": t.get("rows_at_max_len", 0),
+            "supervised_tokens": sup,
+        }
+        out["supervised_share"] = (sup / tokens) if sup is not None and tokens else None
+        if t.get("has_boundary"):
+            out["boundary_tokens"] = t["boundary_tokens"]
+            out["boundary_supervised"] = t["boundary_supervised"]
+            out["role_tokens"] = dict(sorted(t.get("role_tokens", {}).items()))
+        if t.get("has_role_supervised"):  # mask policy: supervised tokens per role
+            out["supervised_role_tokens"] = dict(sorted(t.get("role_supervised", {}).items()))
+        if parts and t.get("anchor_parts", 0) == parts:
+            out["anchor_positions"] = t["anchor_positions"]  # DFlash anchor candidates, whole dataset
+        return out
+
+    def profile(self, top_k: int = 100, counts: tuple[np.ndarray, np.ndarray] | None | Any = None) -> dict[str, Any]:
+        """What a person compares between two versions of a dataset: summary.json's ``profile``
+        (quantiles read from the merged histograms, never averaged over shards)."""
+        t = self._sums
+        seq, share = t.get("seq_len_hist"), t.get("supervised_share_hist")
+        tokens = t.get("tokens", 0)
+        sup = self._supervised_total()
+        if counts is None:
+            counts = self.supervised_counts()
+        out: dict[str, Any] = {
+            "rows": t.get("rows", 0),
+            "rows_checked": t.get("rows_checked", 0),
+            "tokens": tokens,
+            "seq_len": {
+                "bin_edges": SEQ_LEN_EDGES.tolist(),
+                "bins_per_octave": SEQ_LEN_BINS_PER_OCTAVE,
+                "histogram": seq.tolist() if seq is not None else None,
+                "quantiles": quantiles(seq, SEQ_LEN_EDGES) if seq is not None else None,
+            },
+            "supervised_tokens": sup,
+            "supervised_share": (sup / tokens) if sup is not None and tokens else None,
+            "supervised_share_per_row": {
+                "bins": SHARE_BINS,
+                "histogram": share.tolist() if share is not None else None,
+                "quantiles": quantiles(share, np.linspace(0, 1, SHARE_BINS + 1)) if share is not None else None,
+            },
+            "role_token_shares": shares(t.get("role_tokens", {})),
+            "role_supervised_shares": shares(t.get("role_supervised", {})),
+            "top_supervised_tokens": None,
+        }
+        if counts is not None:
+            out["top_supervised_tokens"] = [{"id": i, "count": c} for i, c in top_tokens(*counts, top_k)]
+        return out
+
+    # --- state -----------------------------------------------------------------------------
+
+    def to_state(self) -> dict[str, Any]:
+        """What summary.json keeps for ``merge-reports`` beside its ``shards`` and ``supervised_id_counts``:
+        every contract's entry (counts, reasons, lowest examples, messages)."""
+        return {"checks": {name: _plain_entry(c) for name, c in self.checks.items()}}
+
+    @classmethod
+    def from_summary(cls, doc: dict[str, Any]) -> "Reducer":
+        """A part's reducer, back from its summary.json (``reducer``, ``shards``, ``supervised_id_counts``)."""
+        r = cls()
+        for stats in doc["shards"]:
+            r.stats[int(stats["shard"])] = dict(stats)
+            r._add_stats(stats)
+        counts = doc.get("supervised_id_counts")
+        r.add_counts(None if counts is None else {"ids": np.asarray(counts["ids"], np.int64),
+                                                  "counts": np.asarray(counts["counts"], np.int64)})
+        for name, c in doc["reducer"]["checks"].items():
+            r.checks[name] = _copy_entry(c)
+        return r
+
+
+def _lowest(examples: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(examples, key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES]
+
+
+def _plain_entry(c: dict[str, Any]) -> dict[str, Any]:
+    return {**c, "by_reason": dict(c["by_reason"]),
+            "examples": [{k: v for k, v in e.items() if k != "excerpt"} for e in c["examples"]]}
+
+
+def _copy_entry(c: dict[str, Any]) -> dict[str, Any]:
+    out = {**c, "by_reason": defaultdict(int, c["by_reason"]), "examples": [dict(e) for e in c["examples"]],
+           "messages": list(c["messages"]), "skip_reasons": list(c["skip_reasons"])}
+    return out
+
+
+def merged_counts(parts: Iterable[dict], key: str = "supervised_id_counts") -> tuple[np.ndarray, np.ndarray] | None:
+    """Exact per-id counts summed over shard (or part) records, as sorted (ids, counts)."""
+    r = Reducer()
+    for p in parts:
+        r.add_counts(p.get(key))
+    return r.supervised_counts()
+
+
+__all__ = ["MAX_SUMMARY_EXAMPLES", "QUANTILES", "Reducer", "merged_counts", "outcome_of"]

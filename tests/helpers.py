@@ -1,0 +1,34 @@
+"""What many tests do: run the contract suite (a real process or in-process) and read its summary.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def read_summary(report_dir: Path) -> dict[str, Any] | None:
+    """``report_dir/summary.json`` parsed, or None when the run wrote none."""
+    path = Path(report_dir) / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def run_pytest(cwd: Path, *args: str, report_dir: Path | str = "reports",
+               timeout: int = 600) -> tuple[subprocess.CompletedProcess, dict[str, Any] | None]:
+    """A real ``python -m pytest`` process in ``cwd`` (reports under ``report_dir``, relative to ``cwd``):
+    the process and its summary.json (None if it wrote none)."""
+    cwd = Path(cwd)
+    cwd.mkdir(parents=True, exist_ok=True)
+    report = cwd / report_dir
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--report-dir={report}", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+    return proc, read_summary(report)
+
+
+def run_inprocess(pytester: Any, *args: str) -> tuple[Any, dict[str, Any] | None]:
+    """``pytester.runpytest_inprocess`` with the reports in ``reports/``: the result and its summary.json."""
+    result = pytester.runpytest_inprocess(*args, "--report-dir=reports", "-p", "no:cacheprovider")
+    return result, read_summary(pytester.path / "reports")
