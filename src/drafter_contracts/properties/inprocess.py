@@ -55,7 +55,7 @@ def run_property(ctx: PropertyContext, name: str) -> Verdict:
 def load_ci_profile() -> None:
     from hypothesis import settings
 
-    from ..profiles import register_profiles
+    from ..hypothesis_settings import register_profiles
 
     register_profiles()
     settings.load_profile("ci")
