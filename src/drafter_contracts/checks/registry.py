@@ -113,20 +113,28 @@ MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset_leve
            "drafter_contracts.checks.spans", "drafter_contracts.checks.token_freq", "drafter_contracts.checks.drift",
            "drafter_contracts.completeness", "drafter_contracts.checks.content", "drafter_contracts.report.baseline")
 _SPECS: dict[str, tuple[tuple[int, int], Spec]] = {}
+#: Which module object declared each name (the id of its globals): a module imported afresh (pytester's
+#: in-process runs drop the modules a run imported, and the next run imports them again) declares its
+#: contracts again, which replaces them; a second declaration from one module object is an error.
+_DECLARED_BY: dict[str, tuple[str, int]] = {}
 _ordered: dict[str, Spec] | None = None
 
 
 def register(spec: Spec) -> Spec:
     """Declare a contract (at import of the module holding its check function, one of ``MODULES``)."""
     global _ordered
-    module = sys._getframe(1).f_globals.get("__name__", "")
+    caller = sys._getframe(1).f_globals
+    module = caller.get("__name__", "")
     if module not in MODULES:
         raise ValueError(f"contract {spec.name!r} is declared in {module}, which registry.MODULES does not list")
-    if spec.name in _SPECS and _SPECS[spec.name][1] != spec:
-        raise ValueError(f"contract {spec.name!r} is declared twice")
+    before = _DECLARED_BY.get(spec.name)
+    if before is not None and (before[0] != module or before[1] == id(caller)) and _SPECS[spec.name][1] != spec:
+        raise ValueError(f"contract {spec.name!r} is declared twice ({before[0]}, {module})")
     if spec.scope is Scope.WHOLE and spec.reduce is None:
         raise ValueError(f"whole-dataset contract {spec.name!r} needs a reduce")
-    _SPECS[spec.name] = ((MODULES.index(module), len(_SPECS)), spec)
+    order = _SPECS[spec.name][0] if spec.name in _SPECS else (MODULES.index(module), len(_SPECS))
+    _SPECS[spec.name] = (order, spec)
+    _DECLARED_BY[spec.name] = (module, id(caller))
     _ordered = None
     return spec
 
