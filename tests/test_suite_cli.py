@@ -231,3 +231,27 @@ def test_collect_only_keeps_the_last_summary(pytester, clean_dataset, common_arg
     before = (pytester.path / "reports" / "summary.json").read_text()
     result = pytester.runpytest_inprocess(*args, "--collect-only")
     assert result.ret == 0 and (pytester.path / "reports" / "summary.json").read_text() == before
+
+
+def test_the_readme_demo_runs_without_the_test_extra(tmp_path):
+    """README's first commands (`pip install -e .`, `drafter-contracts demo`) install no pandera or
+    jsonschema (the `[test]` extra): with both made unimportable, in the demo and in the pytest run it
+    starts, the demo passes and writes its reports."""
+    import os
+    import sys
+
+    blocked = tmp_path / "without-test-extra"
+    for name in ("pandera", "jsonschema"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is in the [test] extra only')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(blocked), os.environ.get("PYTHONPATH"))))}
+    probe = subprocess.run([sys.executable, "-c", "import jsonschema"], env=env, capture_output=True, text=True)
+    assert probe.returncode != 0 and "[test] extra only" in probe.stderr  # the block holds
+    cwd = tmp_path / "demo"
+    cwd.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "drafter_contracts", "demo", "-n", "0"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((cwd / "reports" / "summary.json").read_text())
+    assert summary["exit_status"] == 0 and "fail" not in verdicts(summary).values()
+    assert (cwd / "reports" / "report.html").is_file() and (cwd / "reports" / "demo-contract.toml").is_file()
