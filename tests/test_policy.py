@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.checks.policy import assistant_turns
+from drafter_contracts.checks.policy import MaskFacts, assistant_turns, follows_tool_output, prompt_windows
 from drafter_contracts.config import MaskPolicy, builtin_contracts, load_contract, parse_mask_overrides
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import ROW_CHECKS, Engine
@@ -121,6 +121,25 @@ def test_assistant_turns_from_roles_alone():
     assert t.starts.tolist() == [8, 21, 28] and t.row_of_turn.tolist() == [0, 0, 1]
     assert np.flatnonzero(t.last).tolist() == [21, 22, 23, 24, 28, 29]
     assert t.index[[8, 12, 21, 28, 0, 33]].tolist() == [0, 0, 1, 2, -1, -1]
+
+
+def test_empty_generation_prompt_fits_only_a_turn_after_tool_output():
+    """A template that keeps the model turn open over a tool response renders an empty generation prompt there:
+    a per-turn producer then supervises the re-opened header, and only after tool output."""
+    H, U, T, AH, A, E = Role.HEADER, Role.USER, Role.TOOL, Role.ASSISTANT_HEADER, Role.ASSISTANT, Role.ASSISTANT_END
+    row0 = [H, U, U, AH, AH, AH, A, A, E]  # user, then an assistant turn: header 3..5
+    row1 = [H, U, AH, AH, AH, A, E, T, T, AH, AH, AH, A, E]  # tool output inside the turn, then a re-opened header
+    role = np.array(row0 + row1, dtype=np.uint8)
+    offsets = np.array([0, len(row0), len(row0) + len(row1)])
+    ids = np.where(role == Role.ASSISTANT_HEADER, 7, 1).astype(np.int64)  # the header tokens are the prompt's
+    labels = type("L", (), {"role": role})()
+    turns = assistant_turns(role, offsets)
+    header = (7, 7, 7)
+    for prompts, want in (((header, ()), [3, 0]), ((header,), [3, 3])):
+        sel, hs, lo, _ = prompt_windows(MaskFacts(ids, prompts=prompts), offsets, labels, turns, "last")
+        assert (lo - hs).tolist() == want, prompts
+    at = np.array([3, len(row0) + 2, len(row0) + 9])
+    assert follows_tool_output(role, np.array([0, len(row0), len(row0)]), at).tolist() == [False, False, True]
 
 
 def test_last_turn_matches_an_independent_scan(vocab: Vocabulary, datasets, chatml):

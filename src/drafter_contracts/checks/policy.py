@@ -198,6 +198,7 @@ def prompt_windows(facts: MaskFacts, offsets: np.ndarray, labels: Labels, turns:
     sel = np.flatnonzero(turns.is_last_turn) if which == "last" else np.arange(len(turns.starts))
     hs = header_starts(labels.role, offsets, turns)[sel]
     row_end = offsets[turns.row_of_turn[sel] + 1]
+    after_tool = follows_tool_output(labels.role, offsets[turns.row_of_turn[sel]], hs) if () in facts.prompts else None
     ids = facts.ids
     n = len(ids)
     big = np.iinfo(np.int64).max
@@ -211,11 +212,31 @@ def prompt_windows(facts: MaskFacts, offsets: np.ndarray, labels: Labels, turns:
             alive &= (q < row_end) & (ids[np.minimum(q, max(n - 1, 0))] == tok)
             k += alive
         # The shortest context counts only prompts that fit this turn at all: a turn after a user
-        # message opens with the header a tool continuation's empty prompt does not have.
-        kmin = np.where(k > 0, np.minimum(kmin, k), kmin)
+        # message opens with the header a tool continuation's empty prompt does not have. The empty
+        # prompt fits a turn that follows tool output (Gemma 4 keeps the model turn open over a tool
+        # response, so the prompt adds nothing and a re-opened header is generated, hence supervised).
+        fits = k > 0 if after_tool is None or prompt else after_tool
+        kmin = np.where(fits, np.minimum(kmin, k), kmin)
         kmax = np.maximum(kmax, k)
     kmin = np.where(kmin == big, 0, kmin)
     return sel, hs, hs + kmin, hs + kmax
+
+
+#: Roles of message text (not scaffold): what a turn's header follows.
+_CONTENT_ROLES = np.array([Role.SYSTEM, Role.USER, Role.TOOL, Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL])
+
+
+def follows_tool_output(role: np.ndarray, row_starts: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Bool per position in ``at``: the last message text before it in its row is tool output.
+
+    This is the context a template renders its generation prompt in after a tool message, which
+    can differ from the prompt after a user message (empty, where the tool response sits inside
+    the model turn).
+    """
+    text = np.flatnonzero(np.isin(role, _CONTENT_ROLES))
+    k = np.searchsorted(text, at) - 1
+    prev = text[np.maximum(k, 0)] if len(text) else np.zeros(len(at), dtype=np.int64)
+    return (k >= 0) & (prev >= row_starts) & (role[prev] == Role.TOOL) if len(text) else np.zeros(len(at), dtype=bool)
 
 
 def empty_reasoning_tokens(facts: MaskFacts, labels: Labels) -> np.ndarray:
@@ -366,7 +387,8 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
     """Bool per token: must be supervised under the policy's completeness (all False when off).
 
     Eligible tokens are the allowed ones, minus boundary tokens (they belong to the header
-    as much as to the content), the roles the policy lists as ``optional``, the tokens some
+    as much as to the content), the roles the policy lists as ``optional``, what follows an
+    assistant end marker unless it is the newline (an end-of-text token), the tokens some
     generation prompt holds and another does not (``prompt_context``), an empty reasoning
     block unless it is supervised like any reasoning, and, with ``reasoning_opener =
     "context"``, the opener a generation prompt already holds. With ``completeness = "last"``,
@@ -383,6 +405,13 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
     np.greater(need, labels.boundary, out=need)  # need & ~boundary, one pass
     if policy.optional:
         need &= ~in_table(labels.role, optional_table(policy))
+    if policy.newline_after_end and facts.newline_lead is not None:
+        # What follows an assistant end is required only where it is the newline: an end-of-text
+        # token a template appends after the last turn (Phi-3) is allowed, not required.
+        after = np.flatnonzero(labels.role == Role.AFTER_ASSISTANT_END)
+        lead = facts.newline_lead
+        tok = ids[after]
+        need[after[~((tok >= 0) & (tok < len(lead)) & lead[np.clip(tok, 0, len(lead) - 1)])]] = False
     if policy.prompt_context != "off":
         _, _, lo, hi = prompt_windows(facts, offsets, labels, turns, policy.prompt_context)
         need &= ~_ranges(n, lo, hi)
