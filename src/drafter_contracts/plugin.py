@@ -22,6 +22,8 @@ from .completeness import Coverage, unchanged_result
 from .dataset import Shard, open_dataset
 from .content_run import HASHES_KEY, PayloadCollector, hashes_payload, warn_excerpts
 from .engine import CONTENT_CHECKS, DATASET_CHECKS, GLOBAL_CHECKS, ROW_CHECKS, SHARD_CHECKS, Engine
+from .hidden import glue as hidden_glue
+from .hidden.checks import ALL_CHECKS as HIDDEN_CHECKS
 from .errors import UsageProblem
 from .explain import format_failure
 from .integrity import CHECK as INTEGRITY_CHECK, file_state
@@ -91,6 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[ENGINE_KEY] = build_engine(config)
     except UsageProblem as exc:
         raise pytest.UsageError(str(exc)) from None
+    config.pluginmanager.register(hidden_glue, "drafter_contracts_hidden")  # idle without a hidden-states folder
     if hasattr(config, "workerinput"):
         packer = WirePacker(frozenset((RESULT_KEY, RESULTS_KEY, STATS_KEY, DETAILS_KEY, UNREAD_KEY)), frozenset((HASHES_KEY,)))
         config.pluginmanager.register(packer, "drafter_contracts_wire")
@@ -366,7 +369,8 @@ class ContractRun:
     def _decode_examples(self, summary: dict[str, Any]) -> None:
         """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts."""
         for name, c in summary["checks"].items():
-            if c["verdict"] not in ("fail", "warn") or name == INTEGRITY_CHECK:  # damaged rows are not read
+            if c["verdict"] not in ("fail", "warn") or name == INTEGRITY_CHECK or name in HIDDEN_CHECKS:
+                # damaged rows are not read; hidden-state rows are named, their tokens are fine
                 continue
             for ex in c["examples"][:MAX_DECODED]:
                 try:
@@ -417,10 +421,13 @@ class ContractRun:
         self.report_global(session, unchanged_result(engine.files_at_start, file_state(engine.dataset.path,
                                                                                         engine.dataset.files),
                                                      sum(s.rows for s in engine.shards)), [])
+        hidden_glue.finish(session, self)  # hidden-state verdicts that need every shard
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
         self.summary = build_summary(meta, self.recorder, len(engine.shards), int(session.exitstatus),
-                                     DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,), engine.contract.baseline.top_k,
+                                     DATASET_CHECKS + ROW_CHECKS + GLOBAL_CHECKS + CONTENT_CHECKS + (baseline_mod.CHECK,)
+                                     + HIDDEN_CHECKS, engine.contract.baseline.top_k,
                                      counts, unchecked, SHARD_CHECKS, self.coverage.unreported())
+        hidden_glue.annotate(self.summary, session, time.time() - self.started)
         self.summary.update(split_section(engine, self.raw))
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()

@@ -1,0 +1,241 @@
+"""Controller side: the verdicts that need every shard — norm bounds learnt over the dataset, prefix consistency.
+
+Each file shard's test sends one payload (``PAYLOAD_KEY``): per-row mean log-norms per
+layer and position bucket (``layers × 8`` floats a row) and, at the checkpoints where
+another row shares the first p+1 tokens, a fingerprint of the states there (16
+coordinates per layer). ``HiddenCollector`` takes it off every report before JUnit or
+anything else sees it, so only these small arrays reach the controller, and the
+fingerprints are compared as they arrive: per shared prefix the controller keeps one
+reference and the rows that disagree with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ..results import CheckResult, Violation
+from ..wire import decode, encode, unpack
+from . import checks as C
+
+PAYLOAD_KEY = "drafter_contracts.hs_payload"
+#: Fewer rows than this cannot teach a median and a MAD per layer and bucket.
+MIN_NORM_ROWS = 20
+
+
+def pack_payload(payload: dict[str, Any]) -> tuple[bytes, list[str], list[bytes]]:
+    """The payload as (JSON, dtypes, raw buffers): execnet carries it as bytes, not element by element."""
+    return encode([("hs", payload)])
+
+
+def unpack_payload(blob: Any) -> dict[str, Any]:
+    return dict(decode(tuple(blob)))["hs"]
+
+
+def fingerprint_distance(a: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Largest relative distance over layers: ||a - ref|| / ||ref|| per layer, for [m, layers, coords] arrays."""
+    num = np.sqrt(((a - ref) ** 2).sum(axis=2))
+    den = np.sqrt((ref ** 2).sum(axis=2)) + 1e-12
+    return (num / den).max(axis=1)
+
+
+@dataclass
+class PrefixIndex:
+    """Per shared prefix (key): a reference fingerprint, the rows that agree with it, the rows that do not."""
+
+    rtol: float
+    ref_of: dict[int, int] = field(default_factory=dict)
+    refs: list[np.ndarray] = field(default_factory=list)
+    ref_row: list[int] = field(default_factory=list)
+    ref_pos: list[int] = field(default_factory=list)
+    agree: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (key index, row) chunks
+    deviants: list[tuple[int, int, int, np.ndarray, float]] = field(default_factory=list)  # key index, row, pos, fp, dist
+
+    def add(self, rows: np.ndarray, pos: np.ndarray, keys: np.ndarray, fps: np.ndarray) -> None:
+        if not len(rows):
+            return
+        idx = np.array([self.ref_of.get(k, -1) for k in keys.tolist()], dtype=np.int64)
+        new = np.flatnonzero(idx < 0)
+        if len(new):
+            uniq, first = np.unique(keys[new], return_index=True)
+            for k, j in zip(uniq.tolist(), new[first].tolist()):
+                self.ref_of[k] = len(self.refs)
+                self.refs.append(fps[j].copy())
+                self.ref_row.append(int(rows[j]))
+                self.ref_pos.append(int(pos[j]))
+            idx = np.array([self.ref_of[k] for k in keys.tolist()], dtype=np.int64)
+        ref = np.stack([self.refs[i] for i in idx.tolist()])
+        dist = fingerprint_distance(fps, ref)
+        ok = dist <= self.rtol
+        self.agree.append((idx[ok], rows[ok]))
+        for j in np.flatnonzero(~ok).tolist():
+            self.deviants.append((int(idx[j]), int(rows[j]), int(pos[j]), fps[j].copy(), float(dist[j])))
+
+    def verdict(self, excluded: set[int], rows_checked: int) -> CheckResult:
+        f = C.Findings(C.PREFIX, "dataset")
+        if not self.refs:
+            return CheckResult(C.PREFIX, "dataset", skipped=(
+                "no two rows share a prefix at the checked positions (or no value pass ran): nothing to compare"))
+        kidx = np.concatenate([a for a, _ in self.agree]) if self.agree else np.zeros(0, np.int64)
+        krow = np.concatenate([r for _, r in self.agree]) if self.agree else np.zeros(0, np.int64)
+        by_key: dict[int, list[tuple[int, int, np.ndarray, float]]] = {}
+        for k, row, pos, fp, dist in self.deviants:
+            by_key.setdefault(k, []).append((row, pos, fp, dist))
+        worst: dict[int, tuple[int, str, str]] = {}  # row -> (position, reason, detail), the earliest position
+        for k, devs in by_key.items():
+            members = krow[kidx == k]
+            members = members[~np.isin(members, list(excluded))] if excluded else members
+            devs = [d for d in devs if d[0] not in excluded]
+            if not devs:
+                continue
+            clusters: list[list[tuple[int, int, np.ndarray, float]]] = []
+            for d in devs:
+                for cl in clusters:
+                    if fingerprint_distance(d[2][None], cl[0][2][None])[0] <= self.rtol:
+                        cl.append(d)
+                        break
+                else:
+                    clusters.append([d])
+            p = self.ref_pos[k]
+            sizes = [len(members)] + [len(c) for c in clusters]
+            top = int(np.argmax(sizes))
+            unique_top = sizes.count(sizes[top]) == 1
+            if top == 0 and unique_top:
+                for cl in clusters:
+                    for row, pos, _, dist in cl:
+                        self._note(worst, row, pos, "states over a shared prefix differ from the other rows' "
+                                   "(computed over another context, or another request's states?)",
+                                   f"position {pos:,}: {len(members):,} rows share its first {pos + 1:,} tokens and agree; "
+                                   f"this row is {dist:.3f} away (tolerance {self.rtol})")
+            else:  # the reference's group is not the clear majority: every disagreeing group is named
+                for row in members.tolist():
+                    self._note(worst, row, p, "states over a shared prefix disagree, no clear majority",
+                               f"position {p:,}: {len(devs) + len(members):,} rows share the prefix, groups of {sizes}")
+                for cl in clusters:
+                    for row, pos, _, dist in cl:
+                        self._note(worst, row, pos, "states over a shared prefix disagree, no clear majority",
+                                   f"position {pos:,}: groups of {sizes}; this row {dist:.3f} from the first group")
+        for row in sorted(worst):
+            pos, reason, detail = worst[row]
+            f.add(row, reason, detail, pos)
+        return f.result(rows_checked)
+
+    @staticmethod
+    def _note(worst: dict, row: int, pos: int, reason: str, detail: str) -> None:
+        if row not in worst or pos < worst[row][0]:
+            worst[row] = (pos, reason, detail)
+
+
+def norm_verdicts(rows: np.ndarray, norms: np.ndarray, fail_ratio: float, mads: float,
+                  strict: bool) -> tuple[CheckResult, CheckResult, dict[str, Any]]:
+    """hs_layer_norms (fails) and hs_norm_outliers (report-only unless strict) from [rows, layers, buckets] log-norms."""
+    if len(rows) < MIN_NORM_ROWS:
+        why = f"{len(rows)} rows with values: too few to learn norm bounds (at least {MIN_NORM_ROWS})"
+        return (CheckResult(C.LAYER_NORMS, "dataset", skipped=why),
+                CheckResult(C.NORM_OUTLIERS, "dataset", skipped=why), {})
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN buckets (positions no row reaches)
+            med = np.nanmedian(norms, axis=0)  # [layers, buckets]
+            mad = np.nanmedian(np.abs(norms - med), axis=0)
+            dev = norms - med
+            per_layer = np.nanmedian(dev, axis=2)  # [rows, layers]: log of the ratio to the dataset
+            cost = np.nanmean(np.abs(norms[:, :, None, :] - med[None, None, :, :]), axis=3)  # [rows, k, j]
+    limit = np.log(fail_ratio)
+    layers = norms.shape[1]
+    hard = C.Findings(C.LAYER_NORMS, "dataset")
+    failed = np.flatnonzero(np.nanmax(np.abs(per_layer), axis=1) > limit)
+    for r in failed.tolist():
+        d = per_layer[r]
+        ratio = np.exp(d)
+        mapping = np.nanargmin(cost[r], axis=1)
+        if len(set(mapping.tolist())) == layers and (mapping != np.arange(layers)).any() and \
+                np.nanmax(cost[r][np.arange(layers), mapping]) < limit / 2:
+            hard.add(int(rows[r]), "layers out of order", f"its layers look like the dataset's layers {mapping.tolist()}")
+        elif np.all(np.abs(d) > limit) and np.ptp(d) < np.log(1.5):
+            hard.add(int(rows[r]), "every layer's norm off by one factor (a wrong float8 scale or dtype?)",
+                     f"×{float(np.exp(np.mean(d))):.3g} the dataset's median")
+        else:
+            k = int(np.nanargmax(np.abs(d)))
+            hard.add(int(rows[r]), "a layer's norm off by more than norm_fail_ratio",
+                     f"layer {k}: ×{float(ratio[k]):.3g} the dataset's median (limit ×{fail_ratio:g})")
+    soft = C.Findings(C.NORM_OUTLIERS, "dataset")
+    scale = 1.4826 * mad + 1e-3
+    z = np.abs(dev) / scale
+    z[np.isnan(z)] = 0
+    z[failed] = 0  # rows hs_layer_norms fails are left out here
+    worst = z.reshape(len(rows), -1).max(axis=1)
+    for r in np.flatnonzero(worst > mads).tolist():
+        l, b = np.unravel_index(int(np.argmax(z[r])), z[r].shape)
+        lo = int(C.BUCKET_EDGES[b])
+        hi = int(C.BUCKET_EDGES[b + 1]) - 1 if b + 1 < len(C.BUCKET_EDGES) else None
+        soft.add(int(rows[r]), "norm beyond norm_outlier_mads of the dataset's median",
+                 f"layer {l}, positions {lo}..{hi if hi is not None else 'end'}: ×{float(np.exp(dev[r, l, b])):.3g} "
+                 f"the median, {float(z[r, l, b]):.1f} MADs", lo)
+    n = len(rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        q = np.nanpercentile(norms, [5, 25, 50, 75, 95], axis=0)  # [5, layers, buckets]
+    dist = {"bucket_edges": C.BUCKET_EDGES.tolist(), "rows": n,
+            "quantiles": {name: np.where(np.isnan(q[i]), None, np.round(np.exp(q[i]), 6)).tolist()
+                          for i, name in enumerate(("p05", "p25", "p50", "p75", "p95"))}}
+    return hard.result(n), soft.result(n, report_only=not strict), dist
+
+
+class HiddenCollector:
+    """Registered where reports arrive (the controller, or the -n 0 process): takes shard payloads off reports."""
+
+    def __init__(self, rtol: float) -> None:
+        self.prefix = PrefixIndex(rtol)
+        self.norm_rows: list[np.ndarray] = []
+        self.norms: list[np.ndarray] = []
+        self.arrived: set[int] = set()
+        self.totals = {"files": 0, "header_bytes": 0, "value_bytes": 0, "header_seconds": 0.0, "value_seconds": 0.0}
+        self.excluded: set[int] = set()  # rows a shard contract failed: no global verdict on them
+        self.layers = 0
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        unpack(report)
+        kept = []
+        for key, value in report.user_properties:
+            if key != PAYLOAD_KEY:
+                kept.append((key, value))
+            elif report.when == "call" and value is not None:
+                self.add(unpack_payload(value))
+        report.user_properties = kept
+
+    def add(self, p: dict[str, Any]) -> None:
+        if int(p["shard"]) in self.arrived:  # a re-run shard counts once
+            return
+        self.arrived.add(int(p["shard"]))
+        for k in self.totals:
+            self.totals[k] += p[k]
+        layers, buckets = int(p["layers"]), len(C.BUCKET_EDGES)
+        if len(p["norm_rows"]):
+            self.layers = layers
+            self.norm_rows.append(np.asarray(p["norm_rows"], dtype=np.int64))
+            self.norms.append(np.asarray(p["norms"], dtype=np.float32).reshape(-1, layers, buckets))
+        if len(p["fp_rows"]):
+            fp = np.asarray(p["fp"], dtype=np.float32).reshape(len(p["fp_rows"]), layers, int(p["coords"]))
+            self.prefix.add(np.asarray(p["fp_rows"]), np.asarray(p["fp_pos"]), np.asarray(p["fp_keys"], dtype=np.uint64), fp)
+
+    def verdicts(self, fail_ratio: float, mads: float, strict: bool, excluded: set[int]) -> tuple[list[CheckResult], dict]:
+        rows = np.concatenate(self.norm_rows) if self.norm_rows else np.zeros(0, np.int64)
+        norms = np.concatenate(self.norms) if self.norms else np.zeros((0, max(self.layers, 1), len(C.BUCKET_EDGES)), np.float32)
+        hard, soft, dist = norm_verdicts(rows, norms, fail_ratio, mads, strict)
+        failed = {v.row for v in hard.examples} if hard.rows_violating <= len(hard.examples) else set()
+        if hard.rows_violating > len(hard.examples):  # more than the examples: recompute the full set
+            failed = set(rows[np.flatnonzero(np.nanmax(np.abs(np.nanmedian(norms - np.nanmedian(norms, axis=0), axis=2)),
+                                                       axis=1) > np.log(fail_ratio))].tolist())
+        prefix = self.prefix.verdict(excluded | failed, int(len(rows)))
+        return [hard, soft, prefix], dist
+
+
+def offending(results: list[CheckResult]) -> list[Violation]:
+    return [v for r in results for v in r.examples]
