@@ -30,8 +30,9 @@ _NUMPY = {"U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16, "I32
           "I64": np.int64, "U64": np.uint64, "F16": np.float16, "F32": np.float32, "F64": np.float64, "BOOL": np.bool_}
 #: A header larger than this is not a hidden-states file (safetensors' own limit is 100 MB).
 MAX_HEADER = 100_000_000
-#: The first read of a file: the header and, as safetensors writes int64 tensors first, token_ids.
-FIRST_READ = 65536
+#: The first read of a file: the header and, as safetensors writes int64 tensors first, token_ids
+#: (a 335-token row: 2.7 KB); a longer row takes a second read.
+FIRST_READ = 8192
 
 
 class HeaderError(ValueError):

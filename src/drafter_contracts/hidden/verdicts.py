@@ -85,10 +85,14 @@ class PrefixIndex:
         for k, row, pos, fp, dist in self.deviants:
             by_key.setdefault(k, []).append((row, pos, fp, dist))
         worst: dict[int, tuple[int, str, str]] = {}  # row -> (position, reason, detail), the earliest position
-        for k, devs in by_key.items():
+        # Shortest prefixes first: a row that a clear majority rejects at position p is left out at later
+        # positions, where it may share a longer prefix with a single other row (a tie that names both).
+        bad = set(excluded)
+        for k in sorted(by_key, key=lambda k: self.ref_pos[k]):
+            devs = by_key[k]
             members = krow[kidx == k]
-            members = members[~np.isin(members, list(excluded))] if excluded else members
-            devs = [d for d in devs if d[0] not in excluded]
+            members = members[~np.isin(members, list(bad))] if bad else members
+            devs = [d for d in devs if d[0] not in bad]
             if not devs:
                 continue
             clusters: list[list[tuple[int, int, np.ndarray, float]]] = []
@@ -100,24 +104,24 @@ class PrefixIndex:
                 else:
                     clusters.append([d])
             p = self.ref_pos[k]
-            sizes = [len(members)] + [len(c) for c in clusters]
+            groups = [[(int(r), p, 0.0) for r in members.tolist()]] + [[(d[0], d[1], d[3]) for d in cl] for cl in clusters]
+            sizes = [len(g) for g in groups]
             top = int(np.argmax(sizes))
-            unique_top = sizes.count(sizes[top]) == 1
-            if top == 0 and unique_top:
-                for cl in clusters:
-                    for row, pos, _, dist in cl:
+            if sizes.count(sizes[top]) == 1:  # one group is the clear majority: the others are named
+                for g, group in enumerate(groups):
+                    if g == top:
+                        continue
+                    for row, pos, _ in group:
+                        bad.add(row)
                         self._note(worst, row, pos, "states over a shared prefix differ from the other rows' "
                                    "(computed over another context, or another request's states?)",
-                                   f"position {pos:,}: {len(members):,} rows share its first {pos + 1:,} tokens and agree; "
-                                   f"this row is {dist:.3f} away (tolerance {self.rtol})")
-            else:  # the reference's group is not the clear majority: every disagreeing group is named
-                for row in members.tolist():
-                    self._note(worst, row, p, "states over a shared prefix disagree, no clear majority",
-                               f"position {p:,}: {len(devs) + len(members):,} rows share the prefix, groups of {sizes}")
-                for cl in clusters:
-                    for row, pos, _, dist in cl:
+                                   f"position {pos:,}: {sizes[top]:,} rows share its first {pos + 1:,} tokens and agree; "
+                                   f"this row is not within {self.rtol} of them")
+            else:  # no majority: every row of every group is named
+                for group in groups:
+                    for row, pos, _ in group:
                         self._note(worst, row, pos, "states over a shared prefix disagree, no clear majority",
-                                   f"position {pos:,}: groups of {sizes}; this row {dist:.3f} from the first group")
+                                   f"position {pos:,}: {sum(sizes):,} rows share the prefix, in groups of {sizes}")
         for row in sorted(worst):
             pos, reason, detail = worst[row]
             f.add(row, reason, detail, pos)
