@@ -185,7 +185,7 @@ def finish(session: pytest.Session, contract_run: Any) -> None:
     collector.norm_distribution = dist
     collector.verdict_seconds = time.perf_counter() - t0
     for result in results:
-        contract_run.report_global(session, result, [])
+        contract_run.report_global(session, result, format_hidden(result, 20).splitlines()[1:] if result.examples else [])
 
 
 def annotate(summary: dict[str, Any], session: pytest.Session, wall_seconds: float) -> None:
