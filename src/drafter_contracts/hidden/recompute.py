@@ -42,7 +42,7 @@ def reference_states(model, ids: np.ndarray, aux: list[int]) -> np.ndarray:
 
     base = getattr(model, "model", model)  # the decoder stack: no logits over the vocabulary (~1 GB for 1,000 tokens)
     with torch.no_grad():
-        out = base(input_ids=torch.as_tensor(ids, dtype=torch.long)[None], output_hidden_states=True)
+        out = base(input_ids=torch.as_tensor(np.array(ids, dtype=np.int64))[None], output_hidden_states=True)
     hs = out.hidden_states
     return torch.stack([hs[i][0] for i in aux] + [hs[-1][0]], dim=1).float().numpy()
 
