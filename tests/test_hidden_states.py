@@ -10,7 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import safetensors.torch  # noqa: F401
 import torch
+
+# Imported before any in-process run: pytester drops what an inner run imported first, and a second
+# import of datasets registers its Arrow extension types twice (see tests/conftest.py).
+import drafter_contracts.fixtures.generate  # noqa: F401
 
 from drafter_contracts.fixtures import hidden_mutants as M
 from drafter_contracts.fixtures import hidden_states as H
@@ -303,3 +308,37 @@ def test_bad_hidden_states_table(usage_run, tmp_path: Path) -> None:
 def test_hidden_states_needs_a_dataset(usage_run, clean: Path) -> None:
     run = usage_run(f"--hidden-states={clean}")
     assert run.ret == 4 and "needs --dataset-path" in run.errors[0]
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F8_E4M3", "F8_E5M2"])
+def test_moment_kernel_equals_numpy(dtype: str) -> None:
+    """The compiled one-pass moments agree with the numpy formulation (to float32 summation order), NaN included."""
+    from drafter_contracts.hidden import moments as K
+
+    if K.library() is None:
+        pytest.skip("hidden/_hs_kernels is not built (no C compiler at install): the numpy formulation runs")
+    rng = np.random.default_rng(1)
+    for rows, hidden in ((1, 1), (3, 15), (7, 16), (5, 5121), (40, 64)):
+        x = rng.standard_normal((rows, hidden)).astype(np.float32) * 3
+        raw = ((x.view(np.uint32) >> 16).astype(np.uint16).tobytes() if dtype == "BF16"
+               else rng.integers(0, 256, size=rows * hidden, dtype=np.uint8).tobytes())
+        s, q = K.moments(raw, dtype, rows, hidden)
+        with np.errstate(invalid="ignore", over="ignore"):  # float8 NaN codes among the random bytes
+            rs, rq = K.moments_reference(raw, dtype, rows, hidden)
+        assert np.array_equal(np.isnan(s), np.isnan(rs)) and np.array_equal(np.isnan(q), np.isnan(rq))
+        ok = ~np.isnan(rs)
+        assert np.allclose(s[ok], rs[ok], rtol=1e-5, atol=1e-4 * np.sqrt(hidden))
+        assert np.allclose(q[ok], rq[ok], rtol=1e-5)
+
+
+def test_prefix_filter_has_no_false_negatives() -> None:
+    from drafter_contracts.hidden.run import PrefixFilter
+
+    rng = np.random.default_rng(2)
+    keys = rng.integers(0, 2**63, size=200_000, dtype=np.uint64)
+    shared = keys[:1000]
+    f = PrefixFilter()
+    f.add(np.concatenate([keys[:100_000], shared[:10]]))  # the first 10 twice in one chunk
+    f.add(np.concatenate([keys[100_000:], shared]))  # the first 1000 again in another chunk
+    assert f.seen_twice(shared).all()
+    assert f.seen_twice(keys[1000:]).mean() < 0.01

@@ -8,6 +8,7 @@ is wrong with it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -206,15 +207,16 @@ def coords(hidden: int) -> np.ndarray:
     return np.unique(np.linspace(0, hidden - 1, min(FINGERPRINT_COORDS, hidden)).astype(np.int64))
 
 
-def file_values(x: np.ndarray, scales: np.ndarray | None, at: np.ndarray) -> FileValues:
-    """Finite, no zero or constant vectors, and the norms; ``x`` is float32 [seq_len, layers, hidden]
-    (float8 files: the stored values, ``scales`` the per-position scales); ``at``: fingerprint positions."""
-    s, layers, hidden = x.shape
+def file_values(tot: np.ndarray, sq: np.ndarray, hidden: int, scales: np.ndarray | None, at: np.ndarray,
+                positions: Callable[[np.ndarray], np.ndarray]) -> FileValues:
+    """Finite, no zero or constant vectors, and the norms, from each (position, layer) vector's sum ``tot`` and
+    sum of squares ``sq`` ([seq_len, layers], float64; hidden/moments.py); float8 files: of the stored values,
+    ``scales`` the per-position scales. ``positions(p)`` decodes the given positions (float32 [len(p), layers,
+    hidden], unscaled) for the fingerprints at ``at`` and for naming a non-finite value."""
+    s, layers = sq.shape
     problems: list[tuple[str, str, int]] = []
-    sq = np.einsum("plh,plh->pl", x, x)  # one pass: norms, and non-finite values propagate into them
-    tot = x.sum(axis=2, dtype=np.float32)
     if scales is not None:
-        scales = scales.reshape(-1)[:s].astype(np.float32, copy=False)
+        scales = scales.reshape(-1)[:s].astype(np.float64)
         bad_scale = ~np.isfinite(scales) | (scales <= 0)
         if bad_scale.any():
             p = int(np.flatnonzero(bad_scale)[0])
@@ -223,16 +225,14 @@ def file_values(x: np.ndarray, scales: np.ndarray | None, at: np.ndarray) -> Fil
             return FileValues(problems, None, None)
         sq = sq * (scales * scales)[:, None]
         tot = tot * scales[:, None]
-    finite = np.isfinite(sq)
+    finite = np.isfinite(sq) & np.isfinite(tot)  # NaN and infinities propagate into both sums
     if not finite.all():
-        bad = ~np.isfinite(x[~finite])  # only the blocks whose sum is not finite: NaN/inf, or a square overflowing
-        if bad.any():
-            p, l = (int(v[0]) for v in np.nonzero(~finite))
-            kind = "NaN" if np.isnan(x[p, l]).any() else "infinite value"
-            n = int(bad.sum())
-            problems.append(("non-finite values", f"{kind} at position {p:,}, layer {l} ({n:,} values)", p))
-            return FileValues(problems, None, None)
-        problems.append(("values so large their square overflows float32", "", int(np.nonzero(~finite)[0][0])))
+        p, l = (int(v[0]) for v in np.nonzero(~finite))
+        block = positions(np.array([p]))[0, l]
+        kind = "NaN" if np.isnan(block).any() else "infinite value"
+        n = int((~np.isfinite(block)).sum())
+        problems.append(("non-finite values", f"{kind} at position {p:,}, layer {l} ({n:,} values in that vector; "
+                         f"{int((~finite).sum()):,} vectors affected)", p))
         return FileValues(problems, None, None)
     zero = sq == 0
     if zero.any():
@@ -264,8 +264,7 @@ def file_values(x: np.ndarray, scales: np.ndarray | None, at: np.ndarray) -> Fil
     out[:, :len(starts)] = (sums / counts[:, None]).T
     fp = None
     if len(at):
-        c = coords(hidden)
-        fp = x[at][:, :, c].astype(np.float32)
+        fp = positions(at)[:, :, coords(hidden)].astype(np.float32)
         if scales is not None:
-            fp *= scales[at][:, None, None]
+            fp *= scales[at][:, None, None].astype(np.float32)
     return FileValues(problems, out, fp)

@@ -212,6 +212,8 @@ def annotate(summary: dict[str, Any], session: pytest.Session, wall_seconds: flo
         "header_files_per_second": round(t["files"] / t["header_seconds"], 1) if t["header_seconds"] else None,
         "value_bytes_per_second": round(t["value_bytes"] / t["value_seconds"], 1) if t["value_seconds"] else None,
         "wall_seconds": round(wall_seconds, 3),
+        # from the first file shard's start to the last one's end, over every worker: the passes' own wall time
+        "shards_wall_seconds": round(max(0.0, collector.span[1] - collector.span[0]), 3) if collector.arrived else None,
         "values": run.values,
         "norms": getattr(collector, "norm_distribution", {}),
     }

@@ -36,8 +36,8 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         bps = h.get("value_bytes_per_second")
         lines.append(f"  value pass: {_size(h['value_bytes'])} read, {h['value_seconds']:.2f} worker-s"
                      + (f" ({_size(bps)}/s per worker)" if bps else "")
-                     + (f"; {_size(h['value_bytes'] / h['wall_seconds'])}/s over the run's {h['wall_seconds']:.1f} s wall"
-                        if h.get("wall_seconds") else ""))
+                     + (f"; {_size(h['value_bytes'] / h['shards_wall_seconds'])}/s over the file shards' "
+                        f"{h['shards_wall_seconds']:.1f} s wall" if h.get("shards_wall_seconds") else ""))
     else:
         lines.append("  value pass: off (headers only)")
     if h.get("unchecked"):

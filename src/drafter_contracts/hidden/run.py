@@ -25,7 +25,8 @@ from ..results import CheckResult
 from . import checks as C
 from .plan import FileShard, file_name, list_folder, plan_file_shards
 from .policy import DTYPES, HiddenPolicy, read_model_config
-from .reader import DTYPE_NAMES, Decoder, HeaderError, SequentialReader, int_tensor, open_header
+from .moments import moments
+from .reader import DTYPE_NAMES, ITEMSIZE, Decoder, HeaderError, SequentialReader, int_tensor, open_header
 
 #: Files whose headers decide the folder's shape and dtype when nothing declares them.
 CONSENSUS_FILES = 64
@@ -62,6 +63,47 @@ def prefix_keys(values: np.ndarray, offsets: np.ndarray, first_row: int = 0,
         empty = np.zeros(0, np.int64)
         return empty, empty, np.zeros(0, np.uint64)
     return np.concatenate(out_r), np.concatenate(out_p), np.concatenate(out_k).astype(np.uint64)
+
+
+class PrefixFilter:
+    """Two Bloom filters over 64-bit prefix keys: seen once, seen more than once (2**27 bits each, two bits a key).
+
+    32 MB whatever the dataset's size; a key seen once is reported as shared with a probability
+    of about 1% at the 913,786-row Qwen3.6 dataset's ~8 M keys (its fingerprints then travel and
+    meet no other row at the controller: no verdict, a little memory).
+    """
+
+    BITS = 1 << 27
+
+    def __init__(self) -> None:
+        self.once = np.zeros(self.BITS // 8, dtype=np.uint8)
+        self.twice = np.zeros(self.BITS // 8, dtype=np.uint8)
+
+    def _slots(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        keys = keys.astype(np.uint64, copy=False)
+        mask = np.uint64(self.BITS - 1)
+        return (keys & mask).astype(np.int64), ((keys >> np.uint64(32)) & mask).astype(np.int64)
+
+    @staticmethod
+    def _test(bits: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        return ((bits[slot >> 3] >> (slot & 7).astype(np.uint8)) & 1).astype(bool)
+
+    @staticmethod
+    def _set(bits: np.ndarray, slot: np.ndarray) -> None:
+        np.bitwise_or.at(bits, slot >> 3, np.left_shift(1, slot & 7).astype(np.uint8))
+
+    def add(self, keys: np.ndarray) -> None:
+        uniq, counts = np.unique(keys, return_counts=True)
+        a, b = self._slots(uniq)
+        again = (counts > 1) | (self._test(self.once, a) & self._test(self.once, b))
+        for slot in (a[again], b[again]):
+            self._set(self.twice, slot)
+        for slot in (a, b):
+            self._set(self.once, slot)
+
+    def seen_twice(self, keys: np.ndarray) -> np.ndarray:
+        a, b = self._slots(keys)
+        return self._test(self.twice, a) & self._test(self.twice, b)
 
 
 @dataclass
@@ -151,22 +193,22 @@ class HiddenRun:
     # --- prefixes shared by at least two rows ---------------------------------------------------
 
     @cached_property
-    def shared_prefixes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(row, position, key) of the checkpoints whose first p+1 tokens another row shares, sorted by row.
-
-        From the dataset's input_ids, once per process (the 913,786-row Qwen3.6 dataset: the first
-        256 tokens of each row, ~234 M values, in chunks); only these positions' fingerprints travel.
-        """
-        col = _list_column(self.dataset.table.column("input_ids"))
-        rows, pos, keys = prefix_keys(col.values, col.offsets)
-        uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-        keep = counts[inverse] >= 2
-        return rows[keep], pos[keep], keys[keep]
+    def shared_prefixes(self) -> PrefixFilter:
+        """Which (checkpoint, prefix) keys more than one row has: a fixed-size filter built from the dataset's
+        input_ids once per process (the first 256 tokens of each row, in chunks), so only those positions'
+        fingerprints travel, whatever the number of rows."""
+        f = PrefixFilter()
+        table = self.dataset.table
+        for lo in range(0, self.num_rows, 16384):
+            col = _list_column(table.slice(lo, min(16384, self.num_rows - lo)).column("input_ids"))
+            f.add(prefix_keys(col.values, col.offsets, lo)[2])
+        return f
 
     def _shard_prefixes(self, shard: FileShard) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        rows, pos, keys = self.shared_prefixes
-        lo, hi = np.searchsorted(rows, [shard.start, shard.stop])
-        return rows[lo:hi], pos[lo:hi], keys[lo:hi]
+        col = _list_column(self.dataset.table.slice(shard.start, shard.rows).column("input_ids"))
+        rows, pos, keys = prefix_keys(col.values, col.offsets, shard.start)
+        keep = self.shared_prefixes.seen_twice(keys)
+        return rows[keep], pos[keep], keys[keep]
 
     # --- one shard ------------------------------------------------------------------------------
 
@@ -177,7 +219,7 @@ class HiddenRun:
         read_rows: list[int] = []
         read_ids: list[np.ndarray] = []
         to_value: list[tuple[int, int, Any]] = []  # (row, fd, header) of files the value pass reads
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), time.time()
         head_bytes, files = 0, 0
         for i in range(shard.start, shard.stop):
             path = str(self.folder / file_name(i))
@@ -223,7 +265,7 @@ class HiddenRun:
         alignment, misaligned = self._alignment(shard, read_rows, read_ids)
         payload = self._value_pass(shard, to_value, values, misaligned)
         payload.update({"shard": shard.index, "files": files, "header_bytes": head_bytes,
-                        "header_seconds": header_seconds})
+                        "header_seconds": header_seconds, "started": started, "ended": time.time()})
         results = [header.result(files), shape.result(files - len(set(header.rows))), alignment,
                    values.result(len(to_value)) if self.values else
                    CheckResult(C.VALUES, scope, skipped="value pass off ([hidden_states] values = false or --hs-headers-only)")]
@@ -253,13 +295,14 @@ class HiddenRun:
                     pass
                 raw = reader.read(fd, t.begin, t.nbytes)
                 nbytes += t.nbytes
-                x = decoder.decode(raw, t.dtype, s * layers * hidden).reshape(s, layers, hidden)
+                tot, sq = moments(raw, t.dtype, s * layers, hidden, decoder)
                 scales = None
                 if "hidden_states_scales" in h.tensors and t.dtype.startswith("F8"):
                     scales = np.frombuffer(h.read(fd, "hidden_states_scales"), dtype=np.float32)
                 lo, hi = np.searchsorted(p_rows, [row, row + 1])
                 at = p_pos[lo:hi] if row not in misaligned else p_pos[:0]
-                fv = C.file_values(x, scales, at)
+                fv = C.file_values(tot.reshape(s, layers), sq.reshape(s, layers), hidden, scales, at,
+                                   _positions(raw, t.dtype, layers, hidden, decoder))
             except HeaderError as exc:
                 values.add(row, "file cannot be read", f"{file_name(row)}: {exc}")
                 continue
@@ -291,6 +334,19 @@ class HiddenRun:
             "fp_keys": np.concatenate(fp_keys) if fp_keys else np.zeros(0, np.uint64),
             "fp": np.concatenate(fps).astype(np.float32).ravel() if fps else np.zeros(0, np.float32),
         }
+
+
+def _positions(raw: Any, dtype: str, layers: int, hidden: int, decoder: Decoder):
+    """Decode only the given positions of a stored tensor (fingerprints, naming a bad value)."""
+    width = layers * hidden
+    size = ITEMSIZE[dtype]
+
+    def get(pos: np.ndarray) -> np.ndarray:
+        mv = memoryview(raw)
+        parts = [decoder.decode(mv[int(p) * width * size:(int(p) + 1) * width * size], dtype, width).copy() for p in pos]
+        return np.stack(parts).reshape(len(pos), layers, hidden) if parts else np.zeros((0, layers, hidden), np.float32)
+
+    return get
 
 
 def _header_reason(message: str) -> str:

@@ -202,6 +202,7 @@ class HiddenCollector:
         self.totals = {"files": 0, "header_bytes": 0, "value_bytes": 0, "header_seconds": 0.0, "value_seconds": 0.0}
         self.excluded: set[int] = set()  # rows a shard contract failed: no global verdict on them
         self.layers = 0
+        self.span = (float("inf"), float("-inf"))  # wall clock from the first shard's start to the last one's end
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -220,18 +221,21 @@ class HiddenCollector:
         self.arrived.add(int(p["shard"]))
         for k in self.totals:
             self.totals[k] += p[k]
+        self.span = (min(self.span[0], p["started"]), max(self.span[1], p["ended"]))
         layers, buckets = int(p["layers"]), len(C.BUCKET_EDGES)
         if len(p["norm_rows"]):
             self.layers = layers
             self.norm_rows.append(np.asarray(p["norm_rows"], dtype=np.int64))
-            self.norms.append(np.asarray(p["norms"], dtype=np.float32).reshape(-1, layers, buckets))
+            # float16: log-norms lie within a few units of zero (kept to ~1e-3): 64 bytes a row at 4 layers x 8 buckets
+            self.norms.append(np.asarray(p["norms"], dtype=np.float32).reshape(-1, layers, buckets).astype(np.float16))
         if len(p["fp_rows"]):
             fp = np.asarray(p["fp"], dtype=np.float32).reshape(len(p["fp_rows"]), layers, int(p["coords"]))
             self.prefix.add(np.asarray(p["fp_rows"]), np.asarray(p["fp_pos"]), np.asarray(p["fp_keys"], dtype=np.uint64), fp)
 
     def verdicts(self, fail_ratio: float, mads: float, strict: bool, excluded: set[int]) -> tuple[list[CheckResult], dict]:
         rows = np.concatenate(self.norm_rows) if self.norm_rows else np.zeros(0, np.int64)
-        norms = np.concatenate(self.norms) if self.norms else np.zeros((0, max(self.layers, 1), len(C.BUCKET_EDGES)), np.float32)
+        norms = (np.concatenate(self.norms).astype(np.float32) if self.norms
+                 else np.zeros((0, max(self.layers, 1), len(C.BUCKET_EDGES)), np.float32))
         hard, soft, dist = norm_verdicts(rows, norms, fail_ratio, mads, strict)
         failed = {v.row for v in hard.examples} if hard.rows_violating <= len(hard.examples) else set()
         if hard.rows_violating > len(hard.examples):  # more than the examples: recompute the full set
