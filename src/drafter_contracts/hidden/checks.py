@@ -232,7 +232,7 @@ def file_values(tot: np.ndarray, sq: np.ndarray, hidden: int, scales: np.ndarray
         kind = "NaN" if np.isnan(block).any() else "infinite value"
         n = int((~np.isfinite(block)).sum())
         problems.append(("non-finite values", f"{kind} at position {p:,}, layer {l} ({n:,} values in that vector; "
-                         f"{int((~finite).sum()):,} vectors affected)", p))
+                         f"{int((~finite).sum()):,} vector(s) affected)", p))
         return FileValues(problems, None, None)
     zero = sq == 0
     if zero.any():

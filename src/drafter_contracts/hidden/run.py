@@ -35,7 +35,7 @@ _CP_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def prefix_keys(values: np.ndarray, offsets: np.ndarray, first_row: int = 0,
-                checkpoints: np.ndarray = C.CHECKPOINTS, chunk: int = 32768) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                checkpoints: np.ndarray = C.CHECKPOINTS, chunk: int = 2048) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, checkpoint position, 64-bit key of the row's first p+1 tokens) for every checkpoint p inside a row.
 
     Vectorised over rows: each chunk gathers the first ``checkpoints[-1] + 1`` tokens of its
@@ -199,8 +199,8 @@ class HiddenRun:
         fingerprints travel, whatever the number of rows."""
         f = PrefixFilter()
         table = self.dataset.table
-        for lo in range(0, self.num_rows, 16384):
-            col = _list_column(table.slice(lo, min(16384, self.num_rows - lo)).column("input_ids"))
+        for lo in range(0, self.num_rows, 8192):  # ~4 MB per temporary of prefix_keys' 2,048-row blocks
+            col = _list_column(table.slice(lo, min(8192, self.num_rows - lo)).column("input_ids"))
             f.add(prefix_keys(col.values, col.offsets, lo)[2])
         return f
 
