@@ -202,6 +202,7 @@ class HiddenRun:
         for lo in range(0, self.num_rows, 8192):  # ~4 MB per temporary of prefix_keys' 2,048-row blocks
             col = _list_column(table.slice(lo, min(8192, self.num_rows - lo)).column("input_ids"))
             f.add(prefix_keys(col.values, col.offsets, lo)[2])
+            self.dataset.release_pages()
         return f
 
     def _shard_prefixes(self, shard: FileShard) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -213,15 +214,20 @@ class HiddenRun:
     # --- one shard ------------------------------------------------------------------------------
 
     def run_shard(self, shard: FileShard) -> ShardOutcome:
+        """Each file opened once: header, token_ids and (value pass) the tensor read front to back, then closed."""
         scope = shard.id
         header, shape, values = C.Findings(C.HEADER, scope), C.Findings(C.SHAPE, scope), C.Findings(C.VALUES, scope)
         declared = self.declared
         read_rows: list[int] = []
         read_ids: list[np.ndarray] = []
-        to_value: list[tuple[int, int, Any]] = []  # (row, fd, header) of files the value pass reads
-        t0, started = time.perf_counter(), time.time()
-        head_bytes, files = 0, 0
+        kept: list[tuple[int, C.FileValues, np.ndarray, np.ndarray]] = []  # row, values, fingerprint positions, keys
+        work = _ValueWork() if self.values else None
+        if work is not None:
+            work.prefixes = self._shard_prefixes(shard)
+        started = time.time()
+        head_seconds = head_bytes = files = valued = 0
         for i in range(shard.start, shard.stop):
+            t0 = time.perf_counter()
             path = str(self.folder / file_name(i))
             try:
                 fd, h = open_header(path)
@@ -237,7 +243,7 @@ class HiddenRun:
                 continue
             files += 1
             head_bytes += len(h.head)
-            keep_open = False
+            in_values = False
             try:
                 missing = [k for k in ("token_ids", "hidden_states") if k not in h.tensors]
                 if missing:
@@ -253,21 +259,31 @@ class HiddenRun:
                     reason, detail = problems[0]
                     shape.add(i, reason, f"{file_name(i)}: {detail}")
                     continue
-                if self.values:
-                    to_value.append((i, fd, h))
-                    keep_open = True
+                head_seconds += time.perf_counter() - t0
+                if work is not None:
+                    valued += 1
+                    in_values = True
+                    t1 = time.perf_counter()
+                    fv, at, keys = work.file(i, fd, h)
+                    work.seconds += time.perf_counter() - t1
+                    if fv.problems:
+                        reason, detail, pos = fv.problems[0]
+                        values.add(i, reason, f"{file_name(i)}: {detail}", pos)
+                    else:
+                        kept.append((i, fv, at, keys))
+                t0 = time.perf_counter()
             except HeaderError as exc:
-                header.add(i, "file cannot be read", f"{file_name(i)}: {exc}")
+                (values if in_values else header).add(i, "file cannot be read", f"{file_name(i)}: {exc}")
             finally:
-                if not keep_open:
-                    os.close(fd)
-        header_seconds = time.perf_counter() - t0
+                os.close(fd)
+                head_seconds += time.perf_counter() - t0
         alignment, misaligned = self._alignment(shard, read_rows, read_ids)
-        payload = self._value_pass(shard, to_value, values, misaligned)
+        self.dataset.release_pages()  # the rows' ids were read through the Arrow maps: hand the pages back
+        payload = _payload(kept, misaligned, self.declared, work)
         payload.update({"shard": shard.index, "files": files, "header_bytes": head_bytes,
-                        "header_seconds": header_seconds, "started": started, "ended": time.time()})
+                        "header_seconds": head_seconds, "started": started, "ended": time.time()})
         results = [header.result(files), shape.result(files - len(set(header.rows))), alignment,
-                   values.result(len(to_value)) if self.values else
+                   values.result(valued) if self.values else
                    CheckResult(C.VALUES, scope, skipped="value pass off ([hidden_states] values = false or --hs-headers-only)")]
         return ShardOutcome(results, payload)
 
@@ -278,62 +294,53 @@ class HiddenRun:
                       for k in range(hi - lo)}
         return C.check_alignment(shard.id, np.array(rows, dtype=np.int64), ids, col.values, col.offsets, lo, neighbours)
 
-    def _value_pass(self, shard: FileShard, files: list[tuple[int, int, Any]], values: C.Findings,
-                    misaligned: set[int]) -> dict[str, Any]:
-        reader, decoder = SequentialReader(), Decoder()
-        p_rows, p_pos, p_keys = self._shard_prefixes(shard) if files else (np.zeros(0, np.int64),) * 2 + (np.zeros(0, np.uint64),)
-        norm_rows, norms, fp_rows, fp_pos, fp_keys, fps = [], [], [], [], [], []
-        nbytes = 0
-        t0 = time.perf_counter()
-        for row, fd, h in files:
-            try:
-                t = h.tensors["hidden_states"]
-                s, layers, hidden = t.shape
-                try:
-                    os.posix_fadvise(fd, t.begin, t.nbytes, os.POSIX_FADV_SEQUENTIAL)
-                except (AttributeError, OSError):
-                    pass
-                raw = reader.read(fd, t.begin, t.nbytes)
-                nbytes += t.nbytes
-                tot, sq = moments(raw, t.dtype, s * layers, hidden, decoder)
-                scales = None
-                if "hidden_states_scales" in h.tensors and t.dtype.startswith("F8"):
-                    scales = np.frombuffer(h.read(fd, "hidden_states_scales"), dtype=np.float32)
-                lo, hi = np.searchsorted(p_rows, [row, row + 1])
-                at = p_pos[lo:hi] if row not in misaligned else p_pos[:0]
-                fv = C.file_values(tot.reshape(s, layers), sq.reshape(s, layers), hidden, scales, at,
-                                   _positions(raw, t.dtype, layers, hidden, decoder))
-            except HeaderError as exc:
-                values.add(row, "file cannot be read", f"{file_name(row)}: {exc}")
-                continue
-            finally:
-                os.close(fd)
-            if fv.problems:
-                reason, detail, pos = fv.problems[0]
-                values.add(row, reason, f"{file_name(row)}: {detail}", pos)
-                continue
-            if row in misaligned:
-                continue  # its states are another row's: no norm or prefix verdict on this row
-            norm_rows.append(row)
-            norms.append(fv.log_norms)
-            if fv.fingerprints is not None and len(at):
-                fp_rows.append(np.full(len(at), row, dtype=np.int64))
-                fp_pos.append(at)
-                fp_keys.append(p_keys[lo:hi])
-                fps.append(fv.fingerprints)
-        seconds = time.perf_counter() - t0
-        layers = self.declared.num_layers or (norms[0].shape[0] if norms else 0)
-        same = [k for k, n in enumerate(norms) if n.shape[0] == layers]
-        coords = len(C.coords(self.declared.hidden_size)) if self.declared.hidden_size else 0
-        return {
-            "value_bytes": nbytes, "value_seconds": seconds, "layers": int(layers), "coords": coords,
-            "norm_rows": np.array([norm_rows[k] for k in same], dtype=np.int64),
-            "norms": (np.stack([norms[k] for k in same]).astype(np.float32).ravel() if same else np.zeros(0, np.float32)),
-            "fp_rows": np.concatenate(fp_rows) if fp_rows else np.zeros(0, np.int64),
-            "fp_pos": np.concatenate(fp_pos) if fp_pos else np.zeros(0, np.int64),
-            "fp_keys": np.concatenate(fp_keys) if fp_keys else np.zeros(0, np.uint64),
-            "fp": np.concatenate(fps).astype(np.float32).ravel() if fps else np.zeros(0, np.float32),
-        }
+
+class _ValueWork:
+    """The value pass's reused buffers and its running totals over one shard."""
+
+    def __init__(self) -> None:
+        self.reader, self.decoder = SequentialReader(), Decoder()
+        self.prefixes: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.zeros(0, np.int64),) * 2 + (np.zeros(0, np.uint64),)
+        self.bytes = 0
+        self.seconds = 0.0
+
+    def file(self, row: int, fd: int, h: Any) -> tuple[C.FileValues, np.ndarray, np.ndarray]:
+        t = h.tensors["hidden_states"]
+        s, layers, hidden = t.shape
+        try:
+            os.posix_fadvise(fd, t.begin, t.nbytes, os.POSIX_FADV_SEQUENTIAL)
+        except (AttributeError, OSError):
+            pass
+        raw = self.reader.read(fd, t.begin, t.nbytes)
+        self.bytes += t.nbytes
+        tot, sq = moments(raw, t.dtype, s * layers, hidden, self.decoder)
+        scales = None
+        if "hidden_states_scales" in h.tensors and t.dtype.startswith("F8"):
+            scales = np.frombuffer(h.read(fd, "hidden_states_scales"), dtype=np.float32)
+        p_rows, p_pos, p_keys = self.prefixes
+        lo, hi = np.searchsorted(p_rows, [row, row + 1])
+        fv = C.file_values(tot.reshape(s, layers), sq.reshape(s, layers), hidden, scales, p_pos[lo:hi],
+                           _positions(raw, t.dtype, layers, hidden, self.decoder))
+        return fv, p_pos[lo:hi], p_keys[lo:hi]
+
+
+def _payload(kept: list, misaligned: set[int], declared: C.Declared, work: _ValueWork | None) -> dict[str, Any]:
+    """What the controller needs of the value pass; misaligned rows' states are another row's: left out."""
+    kept = [k for k in kept if k[0] not in misaligned]
+    layers = declared.num_layers or (kept[0][1].log_norms.shape[0] if kept else 0)
+    kept = [k for k in kept if k[1].log_norms is not None and k[1].log_norms.shape[0] == layers]
+    fps = [k for k in kept if k[1].fingerprints is not None and len(k[2])]
+    coords = len(C.coords(declared.hidden_size)) if declared.hidden_size else 0
+    return {
+        "value_bytes": work.bytes if work else 0, "value_seconds": work.seconds if work else 0.0,
+        "layers": int(layers), "coords": coords,
+        "norm_rows": np.array([k[0] for k in kept], dtype=np.int64),
+        "norms": (np.stack([k[1].log_norms for k in kept]).astype(np.float32).ravel() if kept else np.zeros(0, np.float32)),
+        "fp_rows": np.concatenate([np.full(len(k[2]), k[0], np.int64) for k in fps]) if fps else np.zeros(0, np.int64),
+        "fp_pos": np.concatenate([k[2] for k in fps]) if fps else np.zeros(0, np.int64),
+        "fp_keys": np.concatenate([k[3] for k in fps]) if fps else np.zeros(0, np.uint64),
+        "fp": np.concatenate([k[1].fingerprints for k in fps]).astype(np.float32).ravel() if fps else np.zeros(0, np.float32),
+    }
 
 
 def _positions(raw: Any, dtype: str, layers: int, hidden: int, decoder: Decoder):

@@ -11,6 +11,7 @@ reference and the rows that disagree with it.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,62 +134,83 @@ class PrefixIndex:
             worst[row] = (pos, reason, detail)
 
 
+#: Rows per block of the norm verdicts: the controller's temporaries stay ~10 MB whatever the row count.
+NORM_BLOCK = 65536
+
+
+def _column_stats(norms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Median, MAD and quantiles (p05..p95) per (layer, bucket), one column at a time (a column's copy only)."""
+    layers, buckets = norms.shape[1:]
+    med = np.full((layers, buckets), np.nan, np.float32)
+    mad = np.full((layers, buckets), np.nan, np.float32)
+    q = np.full((5, layers, buckets), np.nan, np.float32)
+    for l in range(layers):
+        for b in range(buckets):
+            col = norms[:, l, b].astype(np.float32)
+            col = col[~np.isnan(col)]
+            if len(col):
+                med[l, b] = np.median(col)
+                mad[l, b] = np.median(np.abs(col - med[l, b]))
+                q[:, l, b] = np.percentile(col, [5, 25, 50, 75, 95])
+    return med, mad, q
+
+
 def norm_verdicts(rows: np.ndarray, norms: np.ndarray, fail_ratio: float, mads: float,
-                  strict: bool) -> tuple[CheckResult, CheckResult, dict[str, Any]]:
-    """hs_layer_norms (fails) and hs_norm_outliers (report-only unless strict) from [rows, layers, buckets] log-norms."""
+                  strict: bool) -> tuple[CheckResult, CheckResult, dict[str, Any], set[int]]:
+    """hs_layer_norms (fails), hs_norm_outliers (report-only unless strict), the norm distribution, and the rows
+    hs_layer_norms fails, from [rows, layers, buckets] mean log-norms (float16 or float32)."""
     if len(rows) < MIN_NORM_ROWS:
         why = f"{len(rows)} rows with values: too few to learn norm bounds (at least {MIN_NORM_ROWS})"
         return (CheckResult(C.LAYER_NORMS, "dataset", skipped=why),
-                CheckResult(C.NORM_OUTLIERS, "dataset", skipped=why), {})
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN buckets (positions no row reaches)
-            med = np.nanmedian(norms, axis=0)  # [layers, buckets]
-            mad = np.nanmedian(np.abs(norms - med), axis=0)
-            dev = norms - med
-            per_layer = np.nanmedian(dev, axis=2)  # [rows, layers]: log of the ratio to the dataset
-            cost = np.nanmean(np.abs(norms[:, :, None, :] - med[None, None, :, :]), axis=3)  # [rows, k, j]
+                CheckResult(C.NORM_OUTLIERS, "dataset", skipped=why), {}, set())
+    med, mad, q = _column_stats(norms)
     limit = np.log(fail_ratio)
     layers = norms.shape[1]
-    hard = C.Findings(C.LAYER_NORMS, "dataset")
-    failed = np.flatnonzero(np.nanmax(np.abs(per_layer), axis=1) > limit)
-    for r in failed.tolist():
-        d = per_layer[r]
-        ratio = np.exp(d)
-        mapping = np.nanargmin(cost[r], axis=1)
-        if len(set(mapping.tolist())) == layers and (mapping != np.arange(layers)).any() and \
-                np.nanmax(cost[r][np.arange(layers), mapping]) < limit / 2:
-            hard.add(int(rows[r]), "layers out of order", f"its layers look like the dataset's layers {mapping.tolist()}")
-        elif np.all(np.abs(d) > limit) and np.ptp(d) < np.log(1.5):
-            hard.add(int(rows[r]), "every layer's norm off by one factor (a wrong float8 scale or dtype?)",
-                     f"×{float(np.exp(np.mean(d))):.3g} the dataset's median")
-        else:
-            k = int(np.nanargmax(np.abs(d)))
-            hard.add(int(rows[r]), "a layer's norm off by more than norm_fail_ratio",
-                     f"layer {k}: ×{float(ratio[k]):.3g} the dataset's median (limit ×{fail_ratio:g})")
-    soft = C.Findings(C.NORM_OUTLIERS, "dataset")
     scale = 1.4826 * mad + 1e-3
-    z = np.abs(dev) / scale
-    z[np.isnan(z)] = 0
-    z[failed] = 0  # rows hs_layer_norms fails are left out here
-    worst = z.reshape(len(rows), -1).max(axis=1)
-    for r in np.flatnonzero(worst > mads).tolist():
-        l, b = np.unravel_index(int(np.argmax(z[r])), z[r].shape)
-        lo = int(C.BUCKET_EDGES[b])
-        hi = int(C.BUCKET_EDGES[b + 1]) - 1 if b + 1 < len(C.BUCKET_EDGES) else None
-        soft.add(int(rows[r]), "norm beyond norm_outlier_mads of the dataset's median",
-                 f"layer {l}, positions {lo}..{hi if hi is not None else 'end'}: ×{float(np.exp(dev[r, l, b])):.3g} "
-                 f"the median, {float(z[r, l, b]):.1f} MADs", lo)
+    hard = C.Findings(C.LAYER_NORMS, "dataset")
+    soft = C.Findings(C.NORM_OUTLIERS, "dataset")
+    failed_rows: set[int] = set()
+    for lo in range(0, len(rows), NORM_BLOCK):
+        x = norms[lo:lo + NORM_BLOCK].astype(np.float32)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN buckets (positions a row does not reach)
+            dev = x - med
+            per_layer = np.nanmedian(dev, axis=2)  # [rows, layers]: log of the ratio to the dataset
+            failed = np.flatnonzero(np.nanmax(np.abs(per_layer), axis=1) > limit)
+        for r in failed.tolist():
+            row = int(rows[lo + r])
+            failed_rows.add(row)
+            d = per_layer[r]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                cost = np.nanmean(np.abs(x[r][:, None, :] - med[None, :, :]), axis=2)  # [its layer, dataset layer]
+            mapping = np.nanargmin(cost, axis=1)
+            if len(set(mapping.tolist())) == layers and (mapping != np.arange(layers)).any() and \
+                    np.nanmax(cost[np.arange(layers), mapping]) < limit / 2:
+                hard.add(row, "layers out of order", f"its layers look like the dataset's layers {mapping.tolist()}")
+            elif np.all(np.abs(d) > limit) and np.ptp(d) < np.log(1.5):
+                hard.add(row, "every layer's norm off by one factor (a wrong float8 scale or dtype?)",
+                         f"×{float(np.exp(np.mean(d))):.3g} the dataset's median")
+            else:
+                k = int(np.nanargmax(np.abs(d)))
+                hard.add(row, "a layer's norm off by more than norm_fail_ratio",
+                         f"layer {k}: ×{float(np.exp(d[k])):.3g} the dataset's median (limit ×{fail_ratio:g})")
+        z = np.abs(dev) / scale
+        z[np.isnan(z)] = 0
+        z[failed] = 0  # rows hs_layer_norms fails are left out here
+        worst = z.reshape(len(x), -1).max(axis=1)
+        for r in np.flatnonzero(worst > mads).tolist():
+            l, b = np.unravel_index(int(np.argmax(z[r])), z[r].shape)
+            b_lo = int(C.BUCKET_EDGES[b])
+            b_hi = f"{int(C.BUCKET_EDGES[b + 1]) - 1}" if b + 1 < len(C.BUCKET_EDGES) else "end"
+            soft.add(int(rows[lo + r]), "norm beyond norm_outlier_mads of the dataset's median",
+                     f"layer {l}, positions {b_lo}..{b_hi}: ×{float(np.exp(dev[r, l, b])):.3g} "
+                     f"the median, {float(z[r, l, b]):.1f} MADs", b_lo)
     n = len(rows)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        q = np.nanpercentile(norms, [5, 25, 50, 75, 95], axis=0)  # [5, layers, buckets]
     dist = {"bucket_edges": C.BUCKET_EDGES.tolist(), "rows": n,
-            "quantiles": {name: np.where(np.isnan(q[i]), None, np.round(np.exp(q[i]), 6)).tolist()
+            "quantiles": {name: np.where(np.isnan(q[i]), None, np.round(np.exp(q[i].astype(np.float64)), 6)).tolist()
                           for i, name in enumerate(("p05", "p25", "p50", "p75", "p95"))}}
-    return hard.result(n), soft.result(n, report_only=not strict), dist
+    return hard.result(n), soft.result(n, report_only=not strict), dist, failed_rows
 
 
 class HiddenCollector:
@@ -234,13 +256,10 @@ class HiddenCollector:
 
     def verdicts(self, fail_ratio: float, mads: float, strict: bool, excluded: set[int]) -> tuple[list[CheckResult], dict]:
         rows = np.concatenate(self.norm_rows) if self.norm_rows else np.zeros(0, np.int64)
-        norms = (np.concatenate(self.norms).astype(np.float32) if self.norms
-                 else np.zeros((0, max(self.layers, 1), len(C.BUCKET_EDGES)), np.float32))
-        hard, soft, dist = norm_verdicts(rows, norms, fail_ratio, mads, strict)
-        failed = {v.row for v in hard.examples} if hard.rows_violating <= len(hard.examples) else set()
-        if hard.rows_violating > len(hard.examples):  # more than the examples: recompute the full set
-            failed = set(rows[np.flatnonzero(np.nanmax(np.abs(np.nanmedian(norms - np.nanmedian(norms, axis=0), axis=2)),
-                                                       axis=1) > np.log(fail_ratio))].tolist())
+        norms = (np.concatenate(self.norms) if self.norms
+                 else np.zeros((0, max(self.layers, 1), len(C.BUCKET_EDGES)), np.float16))
+        self.norms = [norms]  # one array from here on, not two
+        hard, soft, dist, failed = norm_verdicts(rows, norms, fail_ratio, mads, strict)
         prefix = self.prefix.verdict(excluded | failed, int(len(rows)))
         return [hard, soft, prefix], dist
 
