@@ -210,4 +210,6 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         elif c["rows_checked"]:
             detail = f"{c['rows_checked']:,} rows"
         lines.append(f"  {c['verdict'].upper():4} {name:<28} {detail}")
-    return lines
+    from ..hidden.report import terminal_lines as hidden_lines
+
+    return lines + hidden_lines(summary)
