@@ -57,6 +57,7 @@ def build_summary(meta: dict[str, Any], reducer: Reducer, num_shards: int, exit_
             "details": c.get("details", []),
             "report_only": bool(c.get("report_only")),
             "global": bool(c.get("global")),  # decided at the controller over every shard it saw
+            **({"figures": c["figures"]} if c.get("figures") else {}),  # what the reports draw (registry.Verdict)
         }
     if unchecked:
         mark_incomplete(checks, unchecked, row_checks)
