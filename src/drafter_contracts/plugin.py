@@ -44,6 +44,11 @@ def build_engine(config: pytest.Config) -> Engine:
         raise UsageProblem(f"--tokenizer {name}: has {vocab.size:,} ids but the contract declares vocab_size "
                            f"{contract.vocab_size:,}; pass the tokenizer that produced the dataset")
     engine = Engine(dataset, contract, vocab, split=split)
+    if opts.hidden is not None:  # the hidden-state contracts (hidden/contracts.py) read this folder
+        from .hidden.run import open_run
+
+        engine.hidden = open_run(opts.hidden, dataset, contract.hidden_states, verify_model=opts.hidden_verify_model,
+                                 verify_rows=opts.hidden_verify_rows, headers_only=opts.hidden_headers_only)
     keep_freed_memory()  # shard after shard reuses the same pages (allocator.py)
     kernels.load()  # an unbuilt package is a usage error now, not an error in every shard's test
     token_freq = config.getoption("token_freq")

@@ -24,9 +24,9 @@ LAYER_NORMS = "hs_layer_norms"
 NORM_OUTLIERS = "hs_norm_outliers"
 PREFIX = "hs_prefix_consistency"
 RECOMPUTE = "hs_spot_recompute"
-#: What one file shard's test runs, in report order.
+#: Per-row contracts: one row shard's files, in that shard's test.
 SHARD_CHECKS = (HEADER, SHAPE, ALIGNMENT, VALUES)
-#: Decided at the controller over every shard's payload.
+#: Decided at the controller over every shard's partials (hs_coverage too).
 GLOBAL_CHECKS = (LAYER_NORMS, NORM_OUTLIERS, PREFIX)
 ALL_CHECKS = (COVERAGE, *SHARD_CHECKS, *GLOBAL_CHECKS, RECOMPUTE)
 
@@ -65,19 +65,24 @@ class Findings:
 # --- coverage -------------------------------------------------------------------------------------
 
 
-def check_coverage(present: np.ndarray, extras: list[tuple[str, str]], extra_count: int, folder: str) -> CheckResult:
-    """One file per row index, none missing, none extra (beyond the dataset, a name no row reads)."""
-    missing = np.flatnonzero(~present)
+def check_coverage(missing: np.ndarray, rows_checked: int, extras: list[tuple[str, str]], extra_count: int,
+                   folder: str) -> CheckResult:
+    """One file per row index, none missing, none extra (beyond the dataset, a name no row reads).
+
+    ``missing``: the rows without a file (sorted), of the ``rows_checked`` rows whose files were looked for;
+    ``extras``: (name, why) of the first entries that are no row's file, ``extra_count`` of them in all.
+    """
+    missing = np.asarray(missing, dtype=np.int64)
     f = Findings(COVERAGE, "dataset")
     for i in missing[:MAX_EXAMPLES].tolist():
         f.add(i, "no file for this row", file_name(i))
-    result = f.result(len(present))
+    result = f.result(rows_checked)
     result.rows_violating = int(len(missing))
     result.by_reason = {"no file for this row": int(len(missing))} if len(missing) else {}
     parts = []
     if len(missing):
         shown = ", ".join(str(i) for i in missing[:10].tolist())
-        parts.append(f"{len(missing):,} of {len(present):,} rows have no file in {folder} (rows {shown}"
+        parts.append(f"{len(missing):,} of {rows_checked:,} rows have no file in {folder} (rows {shown}"
                      f"{' …' if len(missing) > 10 else ''}): the trainer skips them or stops")
     if extra_count:
         reasons: dict[str, list[str]] = {}

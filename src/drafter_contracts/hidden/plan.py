@@ -1,9 +1,8 @@
-"""The hidden-states folder: what files it lists, and the shard plan over them.
+"""The hidden-states folder: file names, and one listing of what else it holds.
 
-The plan is made from the dataset's row count alone (file ``hs_{i}`` belongs to row i),
-so every process makes the same plan without listing the folder; a file the plan
-expects and the folder lacks is the coverage contract's verdict, decided once from one
-listing.
+File ``hs_{i}`` belongs to row i, so a row shard's test opens its rows' files without
+listing the folder (a file it cannot find is hs_coverage's, sent to the controller); the
+entries no row reads (extra, misnamed, lock files) come from one listing at the controller.
 """
 
 from __future__ import annotations
@@ -20,27 +19,6 @@ NAME = re.compile(r"hs_(0|[1-9]\d*)\.safetensors")
 
 def file_name(index: int) -> str:
     return f"hs_{index}.safetensors"
-
-
-@dataclass(frozen=True)
-class FileShard:
-    """Files ``hs_{start}`` .. ``hs_{stop-1}``: the unit pytest parametrizes and xdist spreads."""
-
-    index: int
-    start: int
-    stop: int
-
-    @property
-    def id(self) -> str:
-        return f"hs-{self.index:05d}[{self.start}:{self.stop}]"
-
-    @property
-    def rows(self) -> int:
-        return self.stop - self.start
-
-
-def plan_file_shards(num_rows: int, files_per_shard: int) -> list[FileShard]:
-    return [FileShard(i, a, min(a + files_per_shard, num_rows)) for i, a in enumerate(range(0, num_rows, files_per_shard))]
 
 
 @dataclass

@@ -30,8 +30,6 @@ class HiddenPolicy:
     dtype: str | None = None
     #: A speculator's or the target model's config.json (relative to the contract file).
     config: str | None = None
-    #: Files per shard: the unit xdist spreads (one file per dataset row).
-    files_per_shard: int = 1000
     #: Read every tensor byte (finite values, norms, prefix consistency); false: headers only.
     values: bool = True
     #: A layer whose norms are this many times off the dataset's median (either way) fails hs_layer_norms.
@@ -54,7 +52,7 @@ class HiddenPolicy:
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
-    "num_layers": (int,), "hidden_size": (int,), "dtype": (str,), "config": (str,), "files_per_shard": (int,),
+    "num_layers": (int,), "hidden_size": (int,), "dtype": (str,), "config": (str,),
     "values": (bool,), "norm_fail_ratio": (int, float), "norm_outlier_mads": (int, float), "norm_strict": (bool,),
     "prefix_rtol": (int, float), "verify_rtol": (int, float),
 }
@@ -70,6 +68,9 @@ def parse_policy(body: Any, where: str, contract_file: Path | None = None) -> Hi
         raise UsageProblem(f"{where}: 'hidden_states' must be a table ([hidden_states]), got {type(body).__name__}")
     values: dict[str, Any] = {}
     for key, value in body.items():
+        if key == "files_per_shard":
+            raise UsageProblem(f"{where}: [hidden_states] files_per_shard is gone: a row shard's test checks its rows' "
+                               "files; size the shards with [dataset] shard_size (rows) and max_shard_tokens")
         if key not in _TYPES:
             raise UsageProblem(f"{where}: unknown key '{key}' in [hidden_states]{did_you_mean(key, _TYPES)}; "
                                f"allowed: {', '.join(_TYPES)}")
@@ -88,7 +89,7 @@ def parse_policy(body: Any, where: str, contract_file: Path | None = None) -> Hi
 def check_policy(p: HiddenPolicy, where: str) -> None:
     from ..config import did_you_mean
 
-    for key in ("num_layers", "hidden_size", "files_per_shard"):
+    for key in ("num_layers", "hidden_size"):
         v = getattr(p, key)
         if v is not None and v < 1:
             raise UsageProblem(f"{where}: [hidden_states] {key} must be >= 1, got {v}")

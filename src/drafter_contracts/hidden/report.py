@@ -1,7 +1,10 @@
-"""The hidden-state part of the terminal summary and of report.html, read from summary.json's ``hidden_states``.
+"""The hidden-state part of the terminal summary and of report.html, read from summary.json alone.
 
-Reports read results, never the files: the norm plot draws the quantiles the controller
-learnt (per layer and position bucket), the rows come from the contracts' examples.
+Reports read results, never the files: what was checked against what is ``hidden_states``
+(the folder, the declared shape), what the passes read is ``figures.contract_figures.hs_header``
+(summed over shards by the reducer, so a merged summary has the parts' sum), the norm plot
+draws the quantiles the controller learnt (``checks.hs_layer_norms.figures.norms``), and the
+rows come from the contracts' examples.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import html
 import math
 from typing import Any
 
-from .checks import ALL_CHECKS
+from .checks import ALL_CHECKS, HEADER, LAYER_NORMS
 
 LAYER_COLOURS = ("#0969da", "#1a7f37", "#bc4c00", "#8250df", "#cf222e", "#116329", "#9a6700", "#57606a")
 
@@ -23,10 +26,26 @@ def _size(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-def terminal_lines(summary: dict[str, Any]) -> list[str]:
-    """How many files and bytes each pass read, and at what rate (per worker: seconds are the shards' own)."""
+def section(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The hidden-state figures of a summary in one place (None: the run had no hidden-states folder)."""
     h = summary.get("hidden_states")
     if not h:
+        return None
+    f = (summary.get("figures") or {}).get("contract_figures", {}).get(HEADER) or {}
+    files, hb, vb = int(f.get("files", 0)), int(f.get("header_bytes", 0)), int(f.get("value_bytes", 0))
+    hs, vs = float(f.get("header_seconds", 0.0)), float(f.get("value_seconds", 0.0))
+    wall = (f["ended_last"] - f["started_first"]) if "ended_last" in f else None
+    norms = ((summary.get("checks") or {}).get(LAYER_NORMS) or {}).get("figures", {}).get("norms") or {}
+    return {**h, "files": files, "header_bytes": hb, "value_bytes": vb, "header_seconds": hs, "value_seconds": vs,
+            "header_files_per_second": files / hs if hs else None, "value_bytes_per_second": vb / vs if vs else None,
+            # from the first shard's start to the last one's end, over every worker: the passes' own wall time
+            "shards_wall_seconds": wall if wall and wall > 0 else None, "norms": norms}
+
+
+def terminal_lines(summary: dict[str, Any]) -> list[str]:
+    """How many files and bytes each pass read, and at what rate (per worker: seconds are the shards' own)."""
+    h = section(summary)
+    if h is None:
         return []
     lines = [f"hidden states {h['folder']}: {h['files']:,} files, declared {h['declared']}"]
     rate = h.get("header_files_per_second")
@@ -36,12 +55,10 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         bps = h.get("value_bytes_per_second")
         lines.append(f"  value pass: {_size(h['value_bytes'])} read, {h['value_seconds']:.2f} worker-s"
                      + (f" ({_size(bps)}/s per worker)" if bps else "")
-                     + (f"; {_size(h['value_bytes'] / h['shards_wall_seconds'])}/s over the file shards' "
+                     + (f"; {_size(h['value_bytes'] / h['shards_wall_seconds'])}/s over the shards' "
                         f"{h['shards_wall_seconds']:.1f} s wall" if h.get("shards_wall_seconds") else ""))
     else:
         lines.append("  value pass: off (headers only)")
-    if h.get("unchecked"):
-        lines.append(f"  {len(h['unchecked'])} file shard(s) sent no result: the hidden-state contracts are incomplete")
     return lines
 
 
@@ -100,8 +117,8 @@ def norm_svg(norms: dict[str, Any], width: int = 540, height: int = 260) -> str:
 
 def html_section(summary: dict[str, Any]) -> str:
     """The report's hidden-states block: what was read, the norm plot, the offending rows per contract."""
-    h = summary.get("hidden_states")
-    if not h:
+    h = section(summary)
+    if h is None:
         return ""
     rows = []
     for name in ALL_CHECKS:

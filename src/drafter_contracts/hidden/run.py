@@ -1,11 +1,13 @@
-"""One process's view of a hidden-states run: the declared shape, the shard plan, and a shard's two passes.
+"""One process's view of a hidden-states run: the declared shape, and a row shard's two passes over its files.
 
 The header pass opens each file once and reads its first 64 KiB (header and token_ids,
 which safetensors writes first); the value pass then reads ``hidden_states`` in one
 sequential read into a reused buffer and decodes it into a reused float32 buffer, so a
-worker's memory is one file's tensor whatever the number of files. What the controller
-needs of the values (per-row norm summaries, fingerprints at shared prefixes) travels as
-one payload per shard.
+worker's memory is one file's tensor whatever the number of files. The files are those of
+the rows of one row shard (file ``hs_{i}`` belongs to row i), checked in that shard's test;
+what the controller needs (rows without a file, per-row norm summaries, fingerprints at
+shared prefixes, bytes read) travels as partials and figures of the shard's report
+(``contracts.py`` declares which).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..dataset import SavedDataset, _list_column, shard_groups
+from ..dataset import SavedDataset, Shard, _list_column
 from ..errors import UsageProblem
 from ..results import CheckResult
 from . import checks as C
-from .plan import FileShard, file_name, list_folder, plan_file_shards
+from .plan import file_name, list_folder
 from .policy import DTYPES, HiddenPolicy, read_model_config
 from .moments import moments
 from .reader import DTYPE_NAMES, ITEMSIZE, Decoder, HeaderError, SequentialReader, int_tensor, open_header
@@ -108,8 +110,16 @@ class PrefixFilter:
 
 @dataclass
 class ShardOutcome:
+    """A shard's two passes: each per-file contract's result, and what the controller's contracts need."""
+
     results: list[CheckResult]
-    payload: dict[str, Any]
+    missing: np.ndarray  # rows of the shard without a file (hs_coverage)
+    figures: dict[str, float]  # files and bytes read, seconds, wall clock (summed over shards)
+    norms: dict[str, Any] | None  # per-row mean log-norms per layer and bucket (hs_layer_norms, hs_norm_outliers)
+    prefixes: dict[str, Any] | None  # fingerprints at shared prefixes (hs_prefix_consistency)
+
+    def result(self, check: str) -> CheckResult:
+        return next(r for r in self.results if r.check == check)
 
 
 @dataclass
@@ -119,11 +129,13 @@ class HiddenRun:
     folder: Path
     dataset: SavedDataset
     policy: HiddenPolicy
-    split: tuple[int, int] | None = None
     verify_model: Path | None = None
     verify_rows: int = 0
     headers_only: bool = False
-    notes: list[str] = field(default_factory=list)
+    #: (shard key, outcome or the exception it raised): one shard at a time, like the engine's.
+    _last: tuple[tuple[int, int, int], Any] | None = field(default=None, repr=False)
+    #: The controller's value verdicts, computed once for the three contracts that report them.
+    verdicts: Any = field(default=None, repr=False)
 
     @property
     def num_rows(self) -> int:
@@ -133,16 +145,29 @@ class HiddenRun:
     def values(self) -> bool:
         return self.policy.values and not self.headers_only
 
-    @cached_property
-    def all_shards(self) -> list[FileShard]:
-        return plan_file_shards(self.num_rows, self.policy.files_per_shard)
+    def outcome(self, shard: Shard) -> ShardOutcome:
+        """The shard's passes, run once for its contracts and partials (a failure re-raised to each)."""
+        key = (shard.index, shard.start, shard.stop)
+        if self._last is None or self._last[0] != key:
+            try:
+                found: Any = self.run_shard(shard)
+            except Exception as exc:  # each contract that reads the outcome fails with it
+                found = exc
+            self._last = (key, found)
+        if isinstance(self._last[1], Exception):
+            raise self._last[1]
+        return self._last[1]
 
-    @cached_property
-    def shards(self) -> list[FileShard]:
-        if self.split is None:
-            return self.all_shards
-        k, n = self.split
-        return shard_groups(self.all_shards, self.dataset.row_lengths(), n)[k - 1]  # type: ignore[arg-type]
+    def done(self, shard: Shard) -> ShardOutcome | None:
+        """The shard's outcome if its passes ran and succeeded (what its partials are taken from)."""
+        if self._last is None or self._last[0] != (shard.index, shard.start, shard.stop):
+            return None
+        return None if isinstance(self._last[1], Exception) else self._last[1]
+
+    def describe(self) -> dict[str, Any]:
+        """summary.json's ``hidden_states``: what was checked against what (the counts are in ``figures``)."""
+        return {"folder": str(self.folder), "declared": self.declared.text(), "policy": self.policy.to_dict(),
+                "values": self.values}
 
     @cached_property
     def declared(self) -> C.Declared:
@@ -178,17 +203,12 @@ class HiddenRun:
                 sources.append(f"not declared: the majority of the first {sum(seen.values())} files ({n} agree)")
         return C.Declared(layers, hidden, dtype, "; ".join(sources) or "nothing declared and no readable file")
 
-    # --- coverage (one listing) ---------------------------------------------------------------
+    # --- coverage: the entries no row reads (one listing) -------------------------------------------
 
-    def coverage(self) -> CheckResult:
+    def extras(self) -> tuple[list[tuple[str, str]], int]:
+        """(name, why) of the first entries that are no row's file, and how many there are."""
         listing = list_folder(self.folder, self.num_rows)
-        present = listing.present
-        if self.split is not None and self.split[1] > 1:  # a part checks only its own rows
-            mine = np.zeros(self.num_rows, dtype=bool)
-            for s in self.shards:
-                mine[s.start:s.stop] = True
-            present = present | ~mine
-        return C.check_coverage(present, listing.extras, listing.extra_count, str(self.folder))
+        return listing.extras, listing.extra_count
 
     # --- prefixes shared by at least two rows ---------------------------------------------------
 
@@ -205,7 +225,7 @@ class HiddenRun:
             self.dataset.release_pages()
         return f
 
-    def _shard_prefixes(self, shard: FileShard) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _shard_prefixes(self, shard: Shard) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         col = _list_column(self.dataset.table.slice(shard.start, shard.rows).column("input_ids"))
         rows, pos, keys = prefix_keys(col.values, col.offsets, shard.start)
         keep = self.shared_prefixes.seen_twice(keys)
@@ -213,12 +233,13 @@ class HiddenRun:
 
     # --- one shard ------------------------------------------------------------------------------
 
-    def run_shard(self, shard: FileShard) -> ShardOutcome:
+    def run_shard(self, shard: Shard) -> ShardOutcome:
         """Each file opened once: header, token_ids and (value pass) the tensor read front to back, then closed."""
         scope = shard.id
         header, shape, values = C.Findings(C.HEADER, scope), C.Findings(C.SHAPE, scope), C.Findings(C.VALUES, scope)
         declared = self.declared
         read_rows: list[int] = []
+        no_file: list[int] = []
         read_ids: list[np.ndarray] = []
         kept: list[tuple[int, C.FileValues, np.ndarray, np.ndarray]] = []  # row, values, fingerprint positions, keys
         work = _ValueWork() if self.values else None
@@ -232,7 +253,8 @@ class HiddenRun:
             try:
                 fd, h = open_header(path)
             except FileNotFoundError:
-                continue  # hs_coverage names it
+                no_file.append(i)  # hs_coverage names it
+                continue
             except HeaderError as exc:
                 files += 1
                 header.add(i, _header_reason(str(exc)), f"{file_name(i)}: {exc}")
@@ -279,15 +301,16 @@ class HiddenRun:
                 head_seconds += time.perf_counter() - t0
         alignment, misaligned = self._alignment(shard, read_rows, read_ids)
         self.dataset.release_pages()  # the rows' ids were read through the Arrow maps: hand the pages back
-        payload = _payload(kept, misaligned, self.declared, work)
-        payload.update({"shard": shard.index, "files": files, "header_bytes": head_bytes,
-                        "header_seconds": head_seconds, "started": started, "ended": time.time()})
+        norms, prefixes = _payload(kept, misaligned, self.declared, work, self.policy.prefix_rtol)
+        figures = {"files": files, "header_bytes": head_bytes, "header_seconds": head_seconds,
+                   "value_bytes": work.bytes if work else 0, "value_seconds": work.seconds if work else 0.0,
+                   "started_first": started, "ended_last": time.time()}
+        off = "value pass off ([hidden_states] values = false or --hs-headers-only)"
         results = [header.result(files), shape.result(files - len(set(header.rows))), alignment,
-                   values.result(valued) if self.values else
-                   CheckResult(C.VALUES, scope, skipped="value pass off ([hidden_states] values = false or --hs-headers-only)")]
-        return ShardOutcome(results, payload)
+                   values.result(valued) if self.values else CheckResult(C.VALUES, scope, skipped=off)]
+        return ShardOutcome(results, np.array(no_file, dtype=np.int64), figures, norms, prefixes)
 
-    def _alignment(self, shard: FileShard, rows: list[int], ids: list[np.ndarray]) -> tuple[CheckResult, set[int]]:
+    def _alignment(self, shard: Shard, rows: list[int], ids: list[np.ndarray]) -> tuple[CheckResult, set[int]]:
         lo, hi = max(0, shard.start - 1), min(self.num_rows, shard.stop + 1)
         col = _list_column(self.dataset.table.slice(lo, hi - lo).column("input_ids"))
         neighbours = {col.values[col.offsets[k]:col.offsets[k + 1]].astype(np.int64).tobytes(): lo + k
@@ -324,23 +347,31 @@ class _ValueWork:
         return fv, p_pos[lo:hi], p_keys[lo:hi]
 
 
-def _payload(kept: list, misaligned: set[int], declared: C.Declared, work: _ValueWork | None) -> dict[str, Any]:
-    """What the controller needs of the value pass; misaligned rows' states are another row's: left out."""
+def _payload(kept: list, misaligned: set[int], declared: C.Declared, work: _ValueWork | None,
+             rtol: float) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """What the controller needs of the value pass (None without one); misaligned rows' states are another
+    row's: left out. Log-norms as float16 (within a few units of zero, kept to ~1e-3: 64 bytes a row at
+    4 layers x 8 buckets)."""
+    if work is None:
+        return None, None
     kept = [k for k in kept if k[0] not in misaligned]
     layers = declared.num_layers or (kept[0][1].log_norms.shape[0] if kept else 0)
     kept = [k for k in kept if k[1].log_norms is not None and k[1].log_norms.shape[0] == layers]
     fps = [k for k in kept if k[1].fingerprints is not None and len(k[2])]
     coords = len(C.coords(declared.hidden_size)) if declared.hidden_size else 0
-    return {
-        "value_bytes": work.bytes if work else 0, "value_seconds": work.seconds if work else 0.0,
-        "layers": int(layers), "coords": coords,
-        "norm_rows": np.array([k[0] for k in kept], dtype=np.int64),
-        "norms": (np.stack([k[1].log_norms for k in kept]).astype(np.float32).ravel() if kept else np.zeros(0, np.float32)),
-        "fp_rows": np.concatenate([np.full(len(k[2]), k[0], np.int64) for k in fps]) if fps else np.zeros(0, np.int64),
-        "fp_pos": np.concatenate([k[2] for k in fps]) if fps else np.zeros(0, np.int64),
-        "fp_keys": np.concatenate([k[3] for k in fps]) if fps else np.zeros(0, np.uint64),
+    norms = {
+        "layers": int(layers),
+        "rows": np.array([k[0] for k in kept], dtype=np.int64),
+        "norms": (np.stack([k[1].log_norms for k in kept]).astype(np.float16).ravel() if kept else np.zeros(0, np.float16)),
+    }
+    prefixes = {
+        "layers": int(layers), "coords": coords, "rtol": rtol,
+        "rows": np.concatenate([np.full(len(k[2]), k[0], np.int64) for k in fps]) if fps else np.zeros(0, np.int64),
+        "pos": np.concatenate([k[2] for k in fps]) if fps else np.zeros(0, np.int64),
+        "keys": np.concatenate([k[3] for k in fps]) if fps else np.zeros(0, np.uint64),
         "fp": np.concatenate([k[1].fingerprints for k in fps]).astype(np.float32).ravel() if fps else np.zeros(0, np.float32),
     }
+    return norms, prefixes
 
 
 def _positions(raw: Any, dtype: str, layers: int, hidden: int, decoder: Decoder):

@@ -1,12 +1,11 @@
 """Controller side: the verdicts that need every shard — norm bounds learnt over the dataset, prefix consistency.
 
-Each file shard's test sends one payload (``PAYLOAD_KEY``): per-row mean log-norms per
-layer and position bucket (``layers × 8`` floats a row) and, at the checkpoints where
-another row shares the first p+1 tokens, a fingerprint of the states there (16
-coordinates per layer). ``HiddenCollector`` takes it off every report before JUnit or
-anything else sees it, so only these small arrays reach the controller, and the
-fingerprints are compared as they arrive: per shared prefix the controller keeps one
-reference and the rows that disagree with it.
+Each row shard's test sends, as partials of its report (``contracts.py``): per-row mean
+log-norms per layer and position bucket (``layers × 8`` float16 a row) and, at the
+checkpoints where another row shares the first p+1 tokens, a fingerprint of the states
+there (16 coordinates per layer). The fingerprints are folded in as reports arrive
+(``fold_prefixes``): per shared prefix the controller keeps one reference and the rows
+that disagree with it, not every fingerprint.
 """
 
 from __future__ import annotations
@@ -16,24 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pytest
 
-from ..results import CheckResult, Violation
-from ..wire import decode, encode, unpack
+from ..results import CheckResult
 from . import checks as C
 
-PAYLOAD_KEY = "drafter_contracts.hs_payload"
 #: Fewer rows than this cannot teach a median and a MAD per layer and bucket.
 MIN_NORM_ROWS = 20
-
-
-def pack_payload(payload: dict[str, Any]) -> tuple[bytes, list[str], list[bytes]]:
-    """The payload as (JSON, dtypes, raw buffers): execnet carries it as bytes, not element by element."""
-    return encode([("hs", payload)])
-
-
-def unpack_payload(blob: Any) -> dict[str, Any]:
-    return dict(decode(tuple(blob)))["hs"]
 
 
 def fingerprint_distance(a: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -213,56 +200,29 @@ def norm_verdicts(rows: np.ndarray, norms: np.ndarray, fail_ratio: float, mads: 
     return hard.result(n), soft.result(n, report_only=not strict), dist, failed_rows
 
 
-class HiddenCollector:
-    """Registered where reports arrive (the controller, or the -n 0 process): takes shard payloads off reports."""
-
-    def __init__(self, rtol: float) -> None:
-        self.prefix = PrefixIndex(rtol)
-        self.norm_rows: list[np.ndarray] = []
-        self.norms: list[np.ndarray] = []
-        self.arrived: set[int] = set()
-        self.totals = {"files": 0, "header_bytes": 0, "value_bytes": 0, "header_seconds": 0.0, "value_seconds": 0.0}
-        self.excluded: set[int] = set()  # rows a shard contract failed: no global verdict on them
-        self.layers = 0
-        self.span = (float("inf"), float("-inf"))  # wall clock from the first shard's start to the last one's end
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        unpack(report)
-        kept = []
-        for key, value in report.user_properties:
-            if key != PAYLOAD_KEY:
-                kept.append((key, value))
-            elif report.when == "call" and value is not None:
-                self.add(unpack_payload(value))
-        report.user_properties = kept
-
-    def add(self, p: dict[str, Any]) -> None:
-        if int(p["shard"]) in self.arrived:  # a re-run shard counts once
-            return
-        self.arrived.add(int(p["shard"]))
-        for k in self.totals:
-            self.totals[k] += p[k]
-        self.span = (min(self.span[0], p["started"]), max(self.span[1], p["ended"]))
-        layers, buckets = int(p["layers"]), len(C.BUCKET_EDGES)
-        if len(p["norm_rows"]):
-            self.layers = layers
-            self.norm_rows.append(np.asarray(p["norm_rows"], dtype=np.int64))
-            # float16: log-norms lie within a few units of zero (kept to ~1e-3): 64 bytes a row at 4 layers x 8 buckets
-            self.norms.append(np.asarray(p["norms"], dtype=np.float32).reshape(-1, layers, buckets).astype(np.float16))
-        if len(p["fp_rows"]):
-            fp = np.asarray(p["fp"], dtype=np.float32).reshape(len(p["fp_rows"]), layers, int(p["coords"]))
-            self.prefix.add(np.asarray(p["fp_rows"]), np.asarray(p["fp_pos"]), np.asarray(p["fp_keys"], dtype=np.uint64), fp)
-
-    def verdicts(self, fail_ratio: float, mads: float, strict: bool, excluded: set[int]) -> tuple[list[CheckResult], dict]:
-        rows = np.concatenate(self.norm_rows) if self.norm_rows else np.zeros(0, np.int64)
-        norms = (np.concatenate(self.norms) if self.norms
-                 else np.zeros((0, max(self.layers, 1), len(C.BUCKET_EDGES)), np.float16))
-        self.norms = [norms]  # one array from here on, not two
-        hard, soft, dist, failed = norm_verdicts(rows, norms, fail_ratio, mads, strict)
-        prefix = self.prefix.verdict(excluded | failed, int(len(rows)))
-        return [hard, soft, prefix], dist
+def fold_prefixes(index: "PrefixIndex | None", partial: dict[str, Any] | None) -> "PrefixIndex | None":
+    """``Spec.fold`` of hs_prefix_consistency: one shard's fingerprints into the running index."""
+    if partial is None:
+        return index
+    if index is None:
+        index = PrefixIndex(float(partial["rtol"]))
+    rows = np.asarray(partial["rows"], dtype=np.int64)
+    if len(rows):
+        fp = np.asarray(partial["fp"], dtype=np.float32).reshape(len(rows), int(partial["layers"]), int(partial["coords"]))
+        index.add(rows, np.asarray(partial["pos"], dtype=np.int64), np.asarray(partial["keys"], dtype=np.uint64), fp)
+    return index
 
 
-def offending(results: list[CheckResult]) -> list[Violation]:
-    return [v for r in results for v in r.examples]
+def value_verdicts(norm_partials: list[dict[str, Any]], index: PrefixIndex | None, fail_ratio: float, mads: float,
+                   strict: bool) -> tuple[CheckResult, CheckResult, CheckResult, dict[str, Any]]:
+    """hs_layer_norms, hs_norm_outliers, hs_prefix_consistency and the norm distribution, from every shard's
+    norms (in shard order) and the folded prefix index. Rows hs_layer_norms fails are left out of the others."""
+    buckets = len(C.BUCKET_EDGES)
+    parts = [p for p in norm_partials if p is not None and len(p["rows"])]
+    layers = int(parts[0]["layers"]) if parts else 1
+    rows = np.concatenate([np.asarray(p["rows"], dtype=np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
+    norms = (np.concatenate([np.asarray(p["norms"], dtype=np.float16).reshape(-1, layers, buckets) for p in parts])
+             if parts else np.zeros((0, layers, buckets), np.float16))
+    hard, soft, dist, failed = norm_verdicts(rows, norms, fail_ratio, mads, strict)
+    prefix = (index or PrefixIndex(0.0)).verdict(failed, int(len(rows)))
+    return hard, soft, prefix, dist
