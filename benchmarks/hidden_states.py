@@ -11,9 +11,10 @@ files/s, and memory against the number of files.
    cached pages are dropped with ``posix_fadvise(POSIX_FADV_DONTNEED)`` (no root needed; the folder is also
    larger than the memory the machine has available), so every pass reads from the disk.
 3. The suite's value pass over the same files (``pytest --dataset-path --hidden-states -n 2``): its bytes over
-   the file shards' wall time (first shard's start to last shard's end), and the whole run's wall time.
-4. The header pass (``--hs-headers-only``) and peak RSS (the pytest process, ``-n 0``, hidden-state contracts only)
-   on small-file folders of N and 10 N files.
+   the shards' wall time (first shard's pass start to last shard's pass end), and the whole run's wall time.
+4. The header pass (``--hs-headers-only``) and peak RSS (the pytest process, ``-n 0``; the token contracts of
+   the same rows run in the same shard tests, so this is the whole run's) on small-file folders of N and 10 N
+   files.
 The generated files are deleted at the end (``--keep`` keeps them).
 """
 
@@ -108,12 +109,12 @@ def plain_read(files: list[Path], streams: int) -> tuple[int, float]:
     return sum(total), time.perf_counter() - t0
 
 
-def contract(path: Path, hidden: int, per_shard: int) -> Path:
+def contract(path: Path, hidden: int) -> Path:
     sys.path.insert(0, str(REPO / "src"))
     from drafter_contracts.config import builtin_contracts
 
     path.write_text(builtin_contracts()["generic"].read_text() + f"\n[hidden_states]\nnum_layers = {LAYERS}\n"
-                    f"hidden_size = {hidden}\ndtype = \"bfloat16\"\nfiles_per_shard = {per_shard}\n")
+                    f"hidden_size = {hidden}\ndtype = \"bfloat16\"\n")
     return path
 
 
@@ -127,7 +128,9 @@ def run_suite(dataset: Path, folder: Path, contract_file: Path, report: Path, *e
            f"--hidden-states={folder}", f"--contract={contract_file}", f"--report-dir={report}", "-q", *extra]
     out = json.loads(subprocess.run(cmd, capture_output=True, text=True, cwd="/tmp").stdout.strip().splitlines()[-1])
     summary = json.loads((report / "summary.json").read_text())
-    out["hidden_states"] = {k: v for k, v in summary["hidden_states"].items() if k not in ("norms", "policy")}
+    from drafter_contracts.hidden.report import section  # the figures as the terminal and report.html read them
+
+    out["hidden_states"] = {k: v for k, v in section(summary).items() if k not in ("norms", "policy")}
     out["failing"] = sorted(k for k, c in summary["checks"].items() if c["verdict"] == "fail")
     return out
 
@@ -171,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"plain read, {streams} stream(s): {b / s / 1e6:.0f} MB/s", flush=True)
         out["plain_read"] = reads
         drop_cache(big / "hidden_states")
-        c = contract(work / "big.toml", HIDDEN, 50)
-        suite = run_suite(big / "data", big / "hidden_states", c, work / "rep-big", "-n", str(args.workers))
+        c = contract(work / "big.toml", HIDDEN)  # 50 rows (~0.7 GB of files) a shard, as the file shards were
+        suite = run_suite(big / "data", big / "hidden_states", c, work / "rep-big", "-n", str(args.workers), "--shard-size=50")
         h = suite["hidden_states"]
         suite["value_pass_bytes_per_second"] = round(h["value_bytes"] / h["shards_wall_seconds"])
         suite["run_bytes_per_second"] = round(h["value_bytes"] / suite["wall"])
@@ -190,11 +193,11 @@ def main(argv: list[str] | None = None) -> int:
             seq_s = lengths(count, seed=1)
             rows = write_folder(folder / "hidden_states", seq_s, 8, seed=1)
             write_dataset(folder / "data", rows)
-            c = contract(work / f"small-{k}.toml", 8, 1000)
+            c = contract(work / f"small-{k}.toml", 8)
             drop_cache(folder / "hidden_states")
-            only = ("-k", "hs_ or hidden_states")  # the token contracts' memory has its own benchmark (memlimit.py)
-            heads = run_suite(folder / "data", folder / "hidden_states", c, work / f"rep-h-{k}", "-n", "0", "--hs-headers-only", *only)
-            full = run_suite(folder / "data", folder / "hidden_states", c, work / f"rep-v-{k}", "-n", "0", *only)
+            shards = ("--shard-size=1000",)
+            heads = run_suite(folder / "data", folder / "hidden_states", c, work / f"rep-h-{k}", "-n", "0", "--hs-headers-only", *shards)
+            full = run_suite(folder / "data", folder / "hidden_states", c, work / f"rep-v-{k}", "-n", "0", *shards)
             hh = heads["hidden_states"]
             small[k] = {"files": count, "header_files_per_second": hh["header_files_per_second"],
                         "header_bytes_per_file": round(hh["header_bytes"] / max(1, hh["files"])),

@@ -208,6 +208,9 @@ def test_clean_folder_passes(pytester, dtype: str, clean: Path, fp8: Path, contr
     assert ret == 0, failing(summary)
     verdicts = {k: summary["checks"][k]["verdict"] for k in C.ALL_CHECKS}
     assert verdicts == {**{k: "pass" for k in C.ALL_CHECKS}, C.RECOMPUTE: "skip"}
+    from drafter_contracts.report.schema import validate_summary
+
+    assert validate_summary(summary) == []  # hidden_states, figures.contract_figures, checks.*.figures included
     h = section(summary)
     assert h["files"] == H.ROWS and h["value_bytes"] > 0 and h["header_bytes"] < h["value_bytes"] / 5
     assert len(h["norms"]["quantiles"]["p50"]) == 4
