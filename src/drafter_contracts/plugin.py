@@ -174,7 +174,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # folder) has no test in this run: left out, like its verdicts, not skipped (Engine.runs).
     suite = SUITE_DIR.resolve()
     items[:] = [item for item in items if suite not in item.path.resolve().parents
-                or (entry := registry.spec(item.originalname.removeprefix("test_"))) is None or engine.runs(entry.name)]
+                or (entry := registry.spec(getattr(item, "originalname", item.name).removeprefix("test_"))) is None or engine.runs(entry.name)]
     # Dataset-level tests first (drift loads the tokenizer: start it early), then shards in order.
     def key(item: pytest.Item) -> int:
         spec = getattr(item, "callspec", None)
