@@ -173,8 +173,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # A contract an option asks for that was not given (--hs-verify-model without a hidden-states
     # folder) has no test in this run: left out, like its verdicts, not skipped (Engine.runs).
     suite = SUITE_DIR.resolve()
-    items[:] = [item for item in items if suite not in item.path.resolve().parents
-                or (entry := registry.spec(getattr(item, "originalname", item.name).removeprefix("test_"))) is None or engine.runs(entry.name)]
+    def runs(item: pytest.Item) -> bool:
+        entry = registry.spec(getattr(item, "originalname", item.name).removeprefix("test_"))
+        return suite not in item.path.resolve().parents or entry is None or engine.runs(entry.name)
+
+    items[:] = [item for item in items if runs(item)]
     # Dataset-level tests first (drift loads the tokenizer: start it early), then shards in order.
     def key(item: pytest.Item) -> int:
         spec = getattr(item, "callspec", None)

@@ -301,7 +301,7 @@ class HiddenRun:
                 head_seconds += time.perf_counter() - t0
         alignment, misaligned = self._alignment(shard, read_rows, read_ids)
         self.dataset.release_pages()  # the rows' ids were read through the Arrow maps: hand the pages back
-        norms, prefixes = _payload(kept, misaligned, self.declared, work, self.policy.prefix_rtol)
+        norms, prefixes = _partials(kept, misaligned, self.declared, work, self.policy.prefix_rtol)
         figures = {"files": files, "header_bytes": head_bytes, "header_seconds": head_seconds,
                    "value_bytes": work.bytes if work else 0, "value_seconds": work.seconds if work else 0.0,
                    "started_first": started, "ended_last": time.time()}
@@ -347,7 +347,7 @@ class _ValueWork:
         return fv, p_pos[lo:hi], p_keys[lo:hi]
 
 
-def _payload(kept: list, misaligned: set[int], declared: C.Declared, work: _ValueWork | None,
+def _partials(kept: list, misaligned: set[int], declared: C.Declared, work: _ValueWork | None,
              rtol: float) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """What the controller needs of the value pass (None without one); misaligned rows' states are another
     row's: left out. Log-norms as float16 (within a few units of zero, kept to ~1e-3: 64 bytes a row at
@@ -406,4 +406,6 @@ def open_run(folder: Path, dataset: SavedDataset, policy: HiddenPolicy, **kw: An
         raise UsageProblem(f"--hidden-states {folder}: no such folder; pass the folder holding hs_{{i}}.safetensors")
     if policy.dtype is not None and policy.dtype not in DTYPES:
         raise UsageProblem(f"[hidden_states] dtype {policy.dtype!r} unknown")
-    return HiddenRun(folder, dataset, policy, **kw)
+    run = HiddenRun(folder, dataset, policy, **kw)
+    _ = run.declared  # a config.json that cannot be read is a usage error now, not in every shard's test
+    return run
