@@ -41,6 +41,7 @@ def drop_cache(folder: Path) -> None:
     for entry in os.scandir(folder):
         fd = os.open(entry.path, os.O_RDONLY)
         try:
+            os.fsync(fd)  # DONTNEED drops clean pages only: a folder just written (smaller than RAM) is dirty
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, required=True, help="scratch folder on the disk to measure")
     ap.add_argument("--small-files", type=int, default=10_000, help="N of the header-pass / RSS folders (N and 10 N)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--shard-rows", type=int, default=50, help="rows (files) per shard of the value pass (--shard-size)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args(argv)
@@ -174,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"plain read, {streams} stream(s): {b / s / 1e6:.0f} MB/s", flush=True)
         out["plain_read"] = reads
         drop_cache(big / "hidden_states")
-        c = contract(work / "big.toml", HIDDEN)  # 50 rows (~0.7 GB of files) a shard, as the file shards were
-        suite = run_suite(big / "data", big / "hidden_states", c, work / "rep-big", "-n", str(args.workers), "--shard-size=50")
+        c = contract(work / "big.toml", HIDDEN)  # default 50 rows (~0.7 GB of files) a shard, as the file shards were
+        suite = run_suite(big / "data", big / "hidden_states", c, work / "rep-big", "-n", str(args.workers),
+                          f"--shard-size={args.shard_rows}")
         h = suite["hidden_states"]
         suite["value_pass_bytes_per_second"] = round(h["value_bytes"] / h["shards_wall_seconds"])
         suite["run_bytes_per_second"] = round(h["value_bytes"] / suite["wall"])
