@@ -10,4 +10,7 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("drafter_contracts._kernels", ["src/drafter_contracts/_kernels.c",
                                                            "src/drafter_contracts/_labeller.c"],
+                             extra_compile_args=["-O3", "-std=c99"], optional=True),
+                   # hidden-state moments (hidden/moments.py; numpy formulation without it)
+                   Extension("drafter_contracts.hidden._hs_kernels", ["src/drafter_contracts/hidden/_hs_kernels.c"],
                              extra_compile_args=["-O3", "-std=c99"], optional=True)])

@@ -254,6 +254,8 @@ class Contract:
     mask_keys: tuple[str, ...] = ()
     #: How the mask policy was resolved (the convention, and what it learnt from the template or the data).
     mask_how: str = ""
+    #: ``[hidden_states]``: what the hidden-states folder must hold (hidden/policy.py).
+    hidden_states: Any = None
 
     def count_bounds(self) -> tuple[int, int] | None:
         """Inclusive [low, high] row count the dataset must fall in, or None if undeclared."""
@@ -364,11 +366,11 @@ def _flatten(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Validate the TOML document against _SCHEMA and return {attribute: value}."""
     values: dict[str, Any] = {}
     for table, body in doc.items():
-        if table == "schema":
+        if table in ("schema", "hidden_states"):  # hidden_states: hidden/policy.py parses it
             continue
         if table not in _SCHEMA:
-            raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, ['schema', *_SCHEMA])}; "
-                               f"allowed: {', '.join(['schema', *_SCHEMA])}")
+            raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, ['schema', *_SCHEMA, 'hidden_states'])}; "
+                               f"allowed: {', '.join(['schema', *_SCHEMA, 'hidden_states'])}")
         if not isinstance(body, dict):
             raise UsageProblem(f"{where}: '{table}' must be a table ([{table}]), got {type(body).__name__}")
         for key, value in body.items():
@@ -434,6 +436,9 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     flat["drift"] = DriftPolicy(**drift_kwargs)
     flat.setdefault("max_len", None)  # not pinned: the engine takes the longest row (see Contract.max_len)
     flat["mask_keys"] = tuple(sorted(mask_kwargs))
+    from .hidden.policy import parse_policy
+
+    flat["hidden_states"] = parse_policy(doc.get("hidden_states"), where, path)
     contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs),
                         baseline=_baseline_policy(flat, where), **flat)
     _check_values(contract, where)

@@ -21,7 +21,7 @@ import pytest
 from . import kernels
 from .checks import registry
 from .completeness import Coverage
-from .engine import DATASET_CHECKS, SHARD_CHECKS, Engine
+from .engine import Engine
 from .explain import LEGEND, Segment, Window, render_segments
 from .report import baseline as baseline_mod
 from .report.excerpts import MAX_DECODED, decoded_example
@@ -60,7 +60,7 @@ class ContractRun:
         self.nothing_checked = False
         self.report_error: str | None = None
         # which shard and contract tests ran, which reported, why not (completeness.py)
-        self.coverage = Coverage(engine.shards, DATASET_CHECKS)
+        self.coverage = Coverage(engine.shards, engine.dataset_checks)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.coverage.expect(item.nodeid for item in session.items)
@@ -97,12 +97,13 @@ class ContractRun:
                 details: list[str] | None = None) -> None:
         self.reducer.add_result(result, outcome, reason, duration, details)
 
-    def report_global(self, session: pytest.Session, result: CheckResult, details: list[str]) -> None:
+    def report_global(self, session: pytest.Session, result: CheckResult, details: list[str],
+                      figures: dict[str, Any] | None = None) -> None:
         """Send a controller-side contract verdict through pytest's report hooks (setup, call, teardown)."""
         name = f"test_{result.check}"
         nodeid = f"{self._module_prefix or 'drafter-contracts'}::{name}"
         location = (self._module_prefix or "drafter-contracts", None, name)
-        props = [(RESULT_KEY, result.to_dict()), (DETAILS_KEY, details)]
+        props = [(RESULT_KEY, {**result.to_dict(), **({"figures": figures} if figures else {})}), (DETAILS_KEY, details)]
         if result.skipped:
             outcome, longrepr = "skipped", (location[0], 0, f"Skipped: {result.skipped}")
         elif result.ok or (result.report_only and not result.message):
@@ -129,12 +130,16 @@ class ContractRun:
             "tokenizer": tokenizer_fingerprint(engine.vocab),
             "kernels": kernels.backend(),
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
+            **({"hidden_states": engine.hidden.describe()} if engine.hidden is not None else {}),
         }
 
     # --- whole-dataset verdicts (registry.WholeRun) -------------------------------------------
 
     def partials(self, name: str) -> dict[int, Any]:
         return self.reducer.partials.get(name, {})
+
+    def folded(self, name: str) -> Any:
+        return self.reducer.folded.get(name)
 
     def recorded(self, name: str) -> dict[str, Any] | None:
         return self.reducer.checks.get(name)
@@ -158,12 +163,13 @@ class ContractRun:
             verdict = entry.reduce(self)
             if verdict is None:
                 continue
-            result, details = (verdict.result, verdict.details) if isinstance(verdict, registry.Verdict) else (verdict, [])
+            result, details, figures = ((verdict.result, verdict.details, verdict.figures)
+                                        if isinstance(verdict, registry.Verdict) else (verdict, [], None))
             if result.skipped and not entry.report_skip:  # nothing to check: in the summary with its reason
                 self._record(result.to_dict(), "skipped", result.skipped)
                 continue
             carried = self.reducer.checks.pop(result.check, None) if entry.partial is not None else None
-            self.report_global(session, result, details)
+            self.report_global(session, result, details, figures)
             if carried is not None:
                 own = self.reducer.checks[result.check]
                 own["global"], own["seconds"] = True, own["seconds"] + carried.get("seconds", 0.0)
@@ -211,7 +217,7 @@ class ContractRun:
         meta["timing"]["wall_seconds"] = round(time.time() - self.started, 3)
         self.summary = build_summary(meta, self.reducer, len(engine.shards), int(session.exitstatus),
                                      tuple(registry.specs()), engine.contract.baseline.top_k,
-                                     counts, unchecked, SHARD_CHECKS, self.coverage.unreported())
+                                     counts, unchecked, engine.shard_checks, self.coverage.unreported())
         self.summary.update(split_section(engine))
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()

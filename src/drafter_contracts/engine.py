@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from .checks import content, spans
-from .checks.registry import IDS, MASK, RAW, TOKENIZER, Scope, names, spec, specs
+from .checks.registry import HIDDEN, IDS, MASK, RAW, TOKENIZER, Scope, names, spec, specs
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
@@ -30,17 +30,19 @@ from .spans.labels import Labels, Role
 from .spans.resolve import SpanOracle, make_oracle
 from .vocab import Vocabulary
 
-# Views of the registry (checks/registry.py), by the groups the reports and tests name.
+# Views of the registry (checks/registry.py), by the groups the reports and tests name. Contracts an
+# option asks for (``on_request``: the hidden-state ones) are in them only through an Engine's
+# ``shard_checks`` / ``dataset_checks``, when the run has what they need.
 #: Per-row contracts (not content), in report order.
-ROW_CHECKS = tuple(n for n in names(Scope.ROW) if not spec(n).content)
+ROW_CHECKS = tuple(n for n in names(Scope.ROW) if not spec(n).content and not spec(n).on_request)
 #: Contracts with a test of their own (metadata, the drift sample).
-DATASET_CHECKS = names(Scope.DATASET)
+DATASET_CHECKS = tuple(n for n in names(Scope.DATASET) if not spec(n).on_request)
 #: Whole-dataset verdicts decided at the controller (token_freq.pt, what the run covered).
 GLOBAL_CHECKS = tuple(n for n in names(Scope.WHOLE) if not spec(n).content and not spec(n).on_request)
 #: Suspicious-content contracts (report-only unless [content] strict).
 CONTENT_CHECKS = tuple(n for n in specs() if specs()[n].content)
 #: What one shard's test runs, in report order.
-SHARD_CHECKS = names(shard_test=True)
+SHARD_CHECKS = tuple(n for n in names(shard_test=True) if not spec(n).on_request)
 
 
 class ShardWork:
@@ -205,6 +207,7 @@ class Engine:
     token_freq_path: Path | None = None  # --token-freq FILE, else token_freq.pt beside the dataset if present
     oracle: SpanOracle | None = None  # the verified template profile, how it was chosen, and the labeller
     split: tuple[int, int] | None = None  # (K, N): check only the K-th of N shard groups (--split K/N)
+    hidden: Any = None  # hidden.run.HiddenRun: the hidden-states folder the hidden-state contracts read, if any
 
     def __post_init__(self) -> None:
         self.files_at_start = file_state(self.dataset.path, self.dataset.files)  # a change mid-run fails the run
@@ -321,9 +324,26 @@ class Engine:
                 out[name] = f"column {name} is {t}, not a list of {kind} values (see test_schema)"
         return out
 
+    def runs(self, check: str) -> bool:
+        """False for a contract an option asks for that was not given (the hidden-state contracts without a
+        hidden-states folder): it is left out of the run and its reports, not skipped."""
+        return not (HIDDEN in spec(check).needs and self.hidden is None)
+
+    @cached_property
+    def shard_checks(self) -> tuple[str, ...]:
+        """What a shard's test runs in this run: ``SHARD_CHECKS`` and the ``on_request`` ones it has input for."""
+        return tuple(c for c in names(shard_test=True) if self.runs(c))
+
+    @cached_property
+    def dataset_checks(self) -> tuple[str, ...]:
+        """The contracts with a test of their own in this run (``DATASET_CHECKS`` and the requested ones)."""
+        return tuple(c for c in names(Scope.DATASET) if self.runs(c))
+
     def skip_reason(self, check: str) -> str | None:
         """Why a contract cannot run here (what it needs, by its registry entry), or None when it can."""
         needs = spec(check).needs
+        if HIDDEN in needs and self.hidden is None:
+            return "no hidden-states folder: pass --hidden-states DIR"
         if IDS in needs and "input_ids" in self.column_problems:
             return self.column_problems["input_ids"]
         if MASK in needs and "loss_mask" in self.column_problems:

@@ -203,6 +203,11 @@ def format_failure(result: CheckResult, engine) -> str:
     lines.append(f"  first rows: {shown}{more}")
     if result.hint:
         lines.append("  " + result.hint)
+    entry = registry.spec(result.check)
+    if entry is not None and not entry.decodable:  # the row's tokens are fine (hidden states): say what is wrong
+        lines.extend(f"  row {v.row}{f' (position {v.position:,})' if v.position >= 0 else ''}: {v.reason}"
+                     for v in result.examples[:MAX_EXCERPTS])
+        return "\n".join(lines)
     for v in result.examples[:MAX_EXCERPTS]:
         e = explain_violation(result, v, engine)
         where = f"token {v.position}" if v.position >= 0 else "whole row"

@@ -18,6 +18,7 @@ import pytest
 
 from . import kernels
 from .allocator import keep_freed_memory
+from .checks import registry
 from .dataset import Shard, open_dataset
 from .engine import Engine
 from .errors import UsageProblem
@@ -43,6 +44,11 @@ def build_engine(config: pytest.Config) -> Engine:
         raise UsageProblem(f"--tokenizer {name}: has {vocab.size:,} ids but the contract declares vocab_size "
                            f"{contract.vocab_size:,}; pass the tokenizer that produced the dataset")
     engine = Engine(dataset, contract, vocab, split=split)
+    if opts.hidden is not None:  # the hidden-state contracts (hidden/contracts.py) read this folder
+        from .hidden.run import open_run
+
+        engine.hidden = open_run(opts.hidden, dataset, contract.hidden_states, verify_model=opts.hidden_verify_model,
+                                 verify_rows=opts.hidden_verify_rows, headers_only=opts.hidden_headers_only)
     keep_freed_memory()  # shard after shard reuses the same pages (allocator.py)
     kernels.load()  # an unbuilt package is a usage error now, not an error in every shard's test
     token_freq = config.getoption("token_freq")
@@ -161,8 +167,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _engine(config) is None:
+    engine = _engine(config)
+    if engine is None:
         return
+    # A contract an option asks for that was not given (--hs-verify-model without a hidden-states
+    # folder) has no test in this run: left out, like its verdicts, not skipped (Engine.runs).
+    suite = SUITE_DIR.resolve()
+    def runs(item: pytest.Item) -> bool:
+        entry = registry.spec(getattr(item, "originalname", item.name).removeprefix("test_"))
+        return suite not in item.path.resolve().parents or entry is None or engine.runs(entry.name)
+
+    items[:] = [item for item in items if runs(item)]
     # Dataset-level tests first (drift loads the tokenizer: start it early), then shards in order.
     def key(item: pytest.Item) -> int:
         spec = getattr(item, "callspec", None)

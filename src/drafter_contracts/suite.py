@@ -12,7 +12,7 @@ import pytest
 
 from .checks import registry
 from .dataset import Shard
-from .engine import SHARD_CHECKS, Engine
+from .engine import Engine
 from .explain import format_failure
 from .integrity import CHECK as INTEGRITY_CHECK
 from .report.excerpts import MAX_DECODED, decoded_example
@@ -46,13 +46,17 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
     report = ShardReport(shard.index, [], stats)
     results, failures = report.results, []
     try:
-        for check in SHARD_CHECKS:
+        for check in engine.shard_checks:
             t0 = time.perf_counter()
             try:
                 result = engine.shard_check(shard, check)
                 entry = registry.spec(check)
                 if entry.partial is not None and engine.skip_reason(check) is None:
                     report.partials[check] = entry.partial(engine, shard)
+                if entry.shard_figures is not None and stats is not None and engine.skip_reason(check) is None:
+                    figures = entry.shard_figures(engine, shard)
+                    if figures is not None:  # mergeable: summed by the reducer, kept in summary.json's shards
+                        stats.setdefault("contract_figures", {})[check] = figures
             except Exception as exc:  # a bug of ours on odd data: that contract fails, the others still report
                 result = CheckResult(check, shard.id, message=(
                     f"could not be evaluated ({type(exc).__name__}: {exc}); this is a drafter-contracts bug, "

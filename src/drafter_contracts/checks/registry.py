@@ -14,7 +14,10 @@ A contract's :class:`Spec` says
   reduced run into one verdict (``reduce(run)``, ``run`` a :class:`WholeRun`);
 * ``offending``: which tokens of one violating row an explanation marks (default: the one token
   at the violation's position);
-* ``hints``: extra advice keyed by reason code (``CheckResult.by_code``), never by reason text.
+* ``hints``: extra advice keyed by reason code (``CheckResult.by_code``), never by reason text;
+* ``fold``: a partial folded into a running state as it arrives, where keeping every shard's
+  partial until the end would not fit; ``shard_figures``: mergeable per-shard numbers (bytes read)
+  the reducer sums into summary.json's ``figures``.
 
 Engine dispatch, the contract suite's tests, explanations, ``merge-reports`` and the reports all
 read this registry, so a new contract is one :func:`register` call next to its function. The
@@ -50,6 +53,8 @@ class Scope(str, Enum):
 IDS, MASK, TOKENIZER = "input_ids", "loss_mask", "tokenizer"
 #: Reads the raw columns (every row, null and skewed ones too), not the view of usable rows.
 RAW = "raw"
+#: A hidden-states folder (--hidden-states, or DATASET/hidden_states): hidden/contracts.py's contracts.
+HIDDEN = "hidden_states"
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,9 @@ class Verdict:
 
     result: "CheckResult"
     details: list[str] = field(default_factory=list)
+    #: What the reports draw of it (hs_layer_norms: the norm quantiles per layer and position bucket),
+    #: kept in its summary.json entry as ``figures``.
+    figures: dict[str, Any] | None = None
 
 
 class WholeRun(Protocol):
@@ -68,6 +76,7 @@ class WholeRun(Protocol):
     baseline: Any  # (path, document) of --baseline FILE, or None
 
     def partials(self, name: str) -> dict[int, Any]: ...  # shard index -> that shard's partial
+    def folded(self, name: str) -> Any: ...  # a ``fold`` contract's state over every shard's partial (None: none)
     def recorded(self, name: str) -> dict[str, Any] | None: ...  # what the shards reported for it so far
     def lost_shards(self) -> int: ...  # shards whose test never reported (a dead worker)
     def supervised_counts(self) -> tuple[np.ndarray, np.ndarray] | None: ...
@@ -86,6 +95,14 @@ class Spec:
     #: Whole-dataset contracts fed by every shard (duplicates): what a shard sends, ``partial(engine, shard)``.
     partial: Callable[["Engine", "Shard"], Any] | None = None
     reduce: Callable[[WholeRun], "CheckResult | Verdict | None"] | None = None
+    #: ``fold(state, partial) -> state`` (state None at first): each shard's partial is folded in as its
+    #: report arrives instead of being kept (the prefix fingerprints of hidden states, ~2 GB for the
+    #: 913,786-row Qwen3.6 dataset); ``reduce`` reads ``run.folded(name)``.
+    fold: Callable[[Any, Any], Any] | None = None
+    #: ``shard_figures(engine, shard) -> {key: number}``: what the shard's pass counted (bytes read,
+    #: seconds), kept in the shard's stats; the reducer sums them (``*_first`` keys: the least,
+    #: ``*_last``: the greatest) into ``figures["contract_figures"][name]``.
+    shard_figures: Callable[["Engine", "Shard"], dict[str, float] | None] | None = None
     #: Bool per token of one row: every token that breaks the rule (explanations mark them all).
     offending: Callable[[np.ndarray, np.ndarray, "Labels", "Contract", "MaskFacts"], np.ndarray | None] | None = None
     #: Shown once per result when most of its rows break the rule: (engine, work, result) -> text.
@@ -103,7 +120,8 @@ class Spec:
     decodable: bool = True
     #: Suspicious content: report-only (violations warn) unless ``[content] strict = true``.
     content: bool = False
-    #: Runs only when an option asks for it (--baseline).
+    #: Runs only when an option asks for it (--baseline; the hidden-state contracts: a hidden-states
+    #: folder). Without it the contract is left out of the run, not skipped (``Engine.runs``).
     on_request: bool = False
 
 
@@ -111,7 +129,8 @@ class Spec:
 #: within a module, the order of its ``register`` calls. A module of new contracts is one entry here.
 MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset_level", "drafter_contracts.checks.rows",
            "drafter_contracts.checks.spans", "drafter_contracts.checks.token_freq", "drafter_contracts.checks.drift",
-           "drafter_contracts.completeness", "drafter_contracts.checks.content", "drafter_contracts.report.baseline")
+           "drafter_contracts.completeness", "drafter_contracts.checks.content", "drafter_contracts.report.baseline",
+           "drafter_contracts.hidden.contracts")
 _SPECS: dict[str, tuple[tuple[int, int], Spec]] = {}
 #: Which module object declared each name (the id of its globals): a module imported afresh (pytester's
 #: in-process runs drop the modules a run imported, and the next run imports them again) declares its

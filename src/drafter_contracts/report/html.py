@@ -348,9 +348,16 @@ def render(summary: dict[str, Any]) -> str:
 <h2>Dataset</h2><table class="figures">{fig_rows}</table>
 <h2>Plots</h2><div class="plots">{"".join(plots)}</div>
 <h2>Violating rows</h2>{_violations(checks)}
+{_hidden(summary)}
 <script>{JS}</script>
 </body></html>
 """
+
+
+def _hidden(summary: dict[str, Any]) -> str:
+    from ..hidden.report import html_section
+
+    return html_section(summary)
 
 
 def write_html(summary: dict[str, Any], path: Path) -> Path:

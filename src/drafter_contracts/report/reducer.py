@@ -55,6 +55,10 @@ class Reducer:
     _count_parts: int = 0
     _counts_missing: bool = False  # a shard had no counts (no usable loss_mask): there is no exact sum
     _sums: dict[str, Any] = field(default_factory=dict)
+    #: ``Spec.fold`` contracts' running states over the partials added so far (not kept by merge-reports:
+    #: those contracts judge each part, ``per_part``).
+    folded: dict[str, Any] = field(default_factory=dict)
+    _folded_shards: dict[str, set[int]] = field(default_factory=dict)
 
     # --- add -------------------------------------------------------------------------------
 
@@ -66,9 +70,20 @@ class Reducer:
             self._add_stats(stats)
             self.stats[report.shard] = stats
         for name, value in report.partials.items():
-            self.partials.setdefault(name, {})[report.shard] = value
+            self._add_partial(name, report.shard, value)
         for result in report.results:
             self.add_result(result, outcome_of(result), None, float(result.get("seconds", 0.0)))
+
+    def _add_partial(self, name: str, shard: int, value: Any) -> None:
+        """Kept by shard, or folded into the contract's running state (``Spec.fold``; a re-run shard once)."""
+        from ..checks.registry import spec
+
+        entry = spec(name)
+        if entry is None or entry.fold is None:
+            self.partials.setdefault(name, {})[shard] = value
+        elif shard not in self._folded_shards.setdefault(name, set()):
+            self._folded_shards[name].add(shard)
+            self.folded[name] = entry.fold(self.folded.get(name), value)
 
     def add_result(self, result: dict[str, Any], outcome: str, skip_reason: str | None = None,
                    duration: float = 0.0, details: list[str] | None = None) -> None:
@@ -87,6 +102,8 @@ class Reducer:
             c["messages"].append(result["message"])
         if details:
             c["details"] = list(details)
+        if result.get("figures"):  # what the reports draw of a controller-side verdict (registry.Verdict)
+            c["figures"] = result["figures"]
         reason = result["skipped"] or skip_reason
         if reason and reason not in c["skip_reasons"]:
             c["skip_reasons"].append(reason)
@@ -139,6 +156,11 @@ class Reducer:
         if "anchor_positions" in s:
             t["anchor_parts"] = t.get("anchor_parts", 0) + 1
             t["anchor_positions"] = t.get("anchor_positions", 0) + int(s["anchor_positions"])
+        for name, figures in (s.get("contract_figures") or {}).items():  # registry.Spec.shard_figures
+            acc = t.setdefault("contract_figures", {}).setdefault(name, {})
+            for key, v in figures.items():
+                pick = min if key.endswith("_first") else max if key.endswith("_last") else None
+                acc[key] = v if key not in acc else (pick(acc[key], v) if pick else acc[key] + v)
 
     # --- merge -----------------------------------------------------------------------------
 
@@ -180,6 +202,8 @@ class Reducer:
             mine["global"] = mine.get("global", False) or theirs.get("global", False)
             if theirs.get("details"):
                 mine["details"] = list(theirs["details"])
+            if theirs.get("figures") and not mine.get("figures"):
+                mine["figures"] = theirs["figures"]
         return conflicts
 
     # --- extract ---------------------------------------------------------------------------
@@ -228,6 +252,8 @@ class Reducer:
             out["supervised_role_tokens"] = dict(sorted(t.get("role_supervised", {}).items()))
         if parts and t.get("anchor_parts", 0) == parts:
             out["anchor_positions"] = t["anchor_positions"]  # DFlash anchor candidates, whole dataset
+        if t.get("contract_figures"):  # what contracts' shard passes counted (registry.Spec.shard_figures)
+            out["contract_figures"] = {name: dict(f) for name, f in sorted(t["contract_figures"].items())}
         return out
 
     def profile(self, top_k: int = 100, counts: tuple[np.ndarray, np.ndarray] | None | Any = None) -> dict[str, Any]:

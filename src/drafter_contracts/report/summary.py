@@ -57,6 +57,7 @@ def build_summary(meta: dict[str, Any], reducer: Reducer, num_shards: int, exit_
             "details": c.get("details", []),
             "report_only": bool(c.get("report_only")),
             "global": bool(c.get("global")),  # decided at the controller over every shard it saw
+            **({"figures": c["figures"]} if c.get("figures") else {}),  # what the reports draw (registry.Verdict)
         }
     if unchecked:
         mark_incomplete(checks, unchecked, row_checks)
@@ -210,4 +211,6 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         elif c["rows_checked"]:
             detail = f"{c['rows_checked']:,} rows"
         lines.append(f"  {c['verdict'].upper():4} {name:<28} {detail}")
-    return lines
+    from ..hidden.report import terminal_lines as hidden_lines
+
+    return lines + hidden_lines(summary)
