@@ -58,6 +58,7 @@ class ContractRun:
         self._module_prefix: str | None = None
         self.session: pytest.Session | None = None
         self.nothing_checked = False
+        self.decided = False  # the whole-dataset verdicts were reported
         self.report_error: str | None = None
         # which shard and contract tests ran, which reported, why not (completeness.py)
         self.coverage = Coverage(engine.shards, engine.dataset_checks)
@@ -111,6 +112,7 @@ class ContractRun:
         else:
             outcome, longrepr = "failed", "\n".join([f"{result.check}: {result.message}", *details])
         hook = session.config.hook
+        session.testscollected += 1  # one more test reported than collected: the progress stays within 100%
         hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, "passed", None, "setup"))
         hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, outcome, longrepr, "call",
                                                                user_properties=props))
@@ -196,6 +198,16 @@ class ContractRun:
                 except Exception as exc:  # an unreadable row must not cost the whole report
                     ex["excerpt"] = {"error": f"{type(exc).__name__}: {exc}"}
 
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        """Decide the whole-dataset verdicts as soon as every shard has reported, inside the test loop:
+        the terminal then prints them with the shards' tests and its final progress counts them."""
+        result = yield
+        if self.reducer.checks and not self.decided:
+            self.decided = True
+            self._decide_whole(session)
+        return result
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.session = session
@@ -208,7 +220,9 @@ class ContractRun:
                     session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
             return
         unchecked = self.coverage.unchecked()
-        self._decide_whole(session)
+        if not self.decided:  # the test loop ended early (interrupted): decide with what arrived
+            self.decided = True
+            self._decide_whole(session)
         engine = self.engine
         meta = self._meta()
         if engine.oracle is not None:
