@@ -12,6 +12,10 @@ import numpy as np
 import pytest
 import safetensors.torch  # noqa: F401
 import torch
+# torch.manual_seed (the fixture model) imports torch._dynamo lazily; when an in-process pytester run was
+# the first to import it, pytester drops those modules afterwards and the next import registers a
+# TORCH_LIBRARY namespace again, which torch refuses (RuntimeError). Imported once here, at collection.
+import torch._dynamo  # noqa: F401
 
 # Imported before any in-process run: pytester drops what an inner run imported first, and a second
 # import of datasets registers its Arrow extension types twice (see tests/conftest.py).
