@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.errors import UsageProblem
+import corpus_checks
+
 from drafter_contracts.fixtures import axolotl_templates as at
 from drafter_contracts.fixtures import real_templates as rt
 from drafter_contracts.fixtures import template_table
 from drafter_contracts.fixtures.template_table import AXOLOTL_DEFECTS, AXOLOTL_ORACLE_GAPS
 from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
-from drafter_contracts.spans.resolve import make_oracle
 from drafter_contracts.spans.truth import CharClass, TemplateRejected, check_labels, render_truth
 
 MISSING = at.unavailable_reason()
@@ -254,47 +254,11 @@ def test_truth_agrees_with_the_generation_tags(name: str) -> None:
 
 
 def _truths(name: str, n: int, long: int = 0) -> list[tuple[str, object]]:
-    """(where, truth) of every full and per-turn rendering; TruthUnavailable propagates (an error, never an xfail)."""
-    tok = at.load_template_tokenizer(name)
-    cs = at.cases(name, n, tokenizer=tok)
-    if long:
-        cs.cases += at.long_cases(name, long, tokenizer=tok).cases
-    out = []
-    for case in cs.cases:
-        for j in [None, *case.assistant_turns()]:
-            msgs = case.messages if j is None else case.messages[:j + 1]
-            try:
-                tr = render_truth(tok, msgs, case.tools, template=at.template_text(name), per_turn=j is not None,
-                                  **case.kwargs)
-            except TemplateRejected:
-                continue
-            out.append((f"{case.origin} {'full' if j is None else f'per-turn {j}'}", tr))
-    assert out, f"{name}: every rendering rejected"
-    return out
+    return corpus_checks.truths(at, name, n, long)
 
 
 def oracle_check(name: str, n: int, long: int = 0) -> int:
-    """Label every full and per-turn rendering; AssertionError on the first disagreement. Returns renderings checked."""
-    r = at.rules(name)
-    renders = _truths(name, n, long)
-    vocab = at.template_vocabulary(name)
-    try:
-        oracle = make_oracle(vocab, "auto")
-    except UsageProblem as exc:
-        if r.text_marked:
-            return 0
-        raise AssertionError(f"refused: {exc}") from None
-    finally:
-        vocab.save_tables()
-    if r.text_marked:
-        raise AssertionError(f"not refused although {r.text_marked}: {oracle.how}")
-    for where, tr in renders:
-        labels = oracle.label(tr.ids, np.array([0, tr.n_tokens], dtype=np.int64), 1 << 30)
-        found = check_labels(tr, labels.role, labels.problem, labels.boundary, system_as_user=r.system_as_user,
-                             unmarked_tool_calls=r.unmarked_tool_calls)
-        if found:
-            raise AssertionError(f"{where}: {found[0]} ({len(found)} mismatches)")
-    return len(renders)
+    return corpus_checks.oracle_check(at, name, n, long)
 
 
 @pytest.mark.parametrize("name", _names(NAMES, xfail=True))
