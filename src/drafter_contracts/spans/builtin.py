@@ -118,15 +118,21 @@ def phi3(r: Resolver) -> TemplateProfile:
     return TemplateProfile("phi3", tuple(headers), after_end=(nl,), eos=eos, short_tails=r.newline_runs(1))
 
 
-def llama3(r: Resolver) -> TemplateProfile:
-    start, stop = r.special("<|start_header_id|>"), r.special("<|end_header_id|>")
-    eot, tail = r.special("<|eot_id|>"), r.single("\n\n")
-    eom = r.optional("<|eom_id|>")
+def _llama_headers(r: Resolver, start: str, stop: str, end: str, end_message: str) -> tuple[Header, ...]:
+    """Llama 3 / 4 turns: ``START ROLE STOP`` then two newlines, closed by ``END``; an assistant turn may
+    also close with ``END_MESSAGE`` (a tool call waiting for its result) when the tokenizer has it."""
+    start_id, stop_id = r.special(start), r.special(stop)
+    eot, tail = r.special(end), r.single("\n\n")
+    eom = r.optional(end_message)
     words = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT, "ipython": Role.TOOL,
              "tool": Role.TOOL}
-    headers = tuple(Header(role, (start, *r.seq(word), stop), tail,
-                           (eot, eom) if role == Role.ASSISTANT and eom is not None else (eot,))
-                    for word, role in words.items())
+    return tuple(Header(role, (start_id, *r.seq(word), stop_id), tail,
+                        (eot, eom) if role == Role.ASSISTANT and eom is not None else (eot,))
+                 for word, role in words.items())
+
+
+def llama3(r: Resolver) -> TemplateProfile:
+    headers = _llama_headers(r, "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>")
     return TemplateProfile("llama3", headers, bos=(r.special("<|begin_of_text|>"),),
                            subs=tuple(r.sub("<|python_tag|>", None, Role.TOOL_CALL)), short_tails=r.newline_runs(2))
 
@@ -137,14 +143,7 @@ def llama4(r: Resolver) -> TemplateProfile:
     A tool-call message is its content between ``<|python_start|>`` and ``<|python_end|>``, then the
     calls as bare JSON: all of it is the assistant's output, with no marker around the calls themselves.
     """
-    start, stop = r.special("<|header_start|>"), r.special("<|header_end|>")
-    eot, tail = r.special("<|eot|>"), r.single("\n\n")
-    eom = r.optional("<|eom|>")
-    words = {"system": Role.SYSTEM, "user": Role.USER, "assistant": Role.ASSISTANT, "ipython": Role.TOOL,
-             "tool": Role.TOOL}
-    headers = tuple(Header(role, (start, *r.seq(word), stop), tail,
-                           (eot, eom) if role == Role.ASSISTANT and eom is not None else (eot,))
-                    for word, role in words.items())
+    headers = _llama_headers(r, "<|header_start|>", "<|header_end|>", "<|eot|>", "<|eom|>")
     return TemplateProfile("llama4", headers, bos=(r.special("<|begin_of_text|>"),), short_tails=r.newline_runs(2))
 
 
