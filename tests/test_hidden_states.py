@@ -381,15 +381,6 @@ def test_bad_hidden_states_table(usage_run, tmp_path: Path) -> None:
     assert "did you mean 'hidden_size'" in run.errors[0]
 
 
-def test_files_per_shard_is_gone(usage_run, tmp_path: Path) -> None:
-    """The file-shard size of before the row shards checked their files: one line saying what sizes shards now."""
-    contract = tmp_path / "c.toml"
-    contract.write_text(H.contract_text(H.model_dir() / "config.json") + "files_per_shard = 100\n")
-    run = usage_run(f"--dataset-path={H.dataset_dir()}", f"--contract={contract}")
-    assert run.ret == 4 and len(run.errors) == 1 and "files_per_shard is gone" in run.errors[0]
-    assert "shard_size" in run.errors[0]
-
-
 def test_hidden_states_needs_a_dataset(usage_run, clean: Path) -> None:
     run = usage_run(f"--hidden-states={clean}")
     assert run.ret == 4 and "needs --dataset-path" in run.errors[0]

@@ -68,9 +68,6 @@ def parse_policy(body: Any, where: str, contract_file: Path | None = None) -> Hi
         raise UsageProblem(f"{where}: 'hidden_states' must be a table ([hidden_states]), got {type(body).__name__}")
     values: dict[str, Any] = {}
     for key, value in body.items():
-        if key == "files_per_shard":
-            raise UsageProblem(f"{where}: [hidden_states] files_per_shard is gone: a row shard's test checks its rows' "
-                               "files; size the shards with [dataset] shard_size (rows) and max_shard_tokens")
         if key not in _TYPES:
             raise UsageProblem(f"{where}: unknown key '{key}' in [hidden_states]{did_you_mean(key, _TYPES)}; "
                                f"allowed: {', '.join(_TYPES)}")
