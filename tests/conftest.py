@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,14 @@ import tokenizers  # noqa: F401
 import torch  # noqa: F401
 import transformers  # noqa: F401
 
-from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
+from drafter_contracts.paths import cache_root
+
+# pytester points HOME at each test's temporary folder: a cache found through HOME would then be
+# empty in every test that runs pytest in-process, and each such test would rebuild every fixture
+# and re-derive every template profile. The cache is pinned for the whole session (and its workers).
+os.environ.setdefault("DRAFTER_CONTRACTS_CACHE", str(cache_root()))
+
+from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir  # noqa: E402
 from drafter_contracts.spans.builtin import builtin_profile
 from drafter_contracts.spans.labels import Labels
 from drafter_contracts.spans.profile import CompiledProfile
