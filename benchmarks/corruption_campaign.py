@@ -11,6 +11,7 @@ traceback, a self-blame, a changed folder, a damaged batch read, an exit code ou
 
 from __future__ import annotations
 
+import testkit_path  # noqa: F401  (drafter_testkit is imported from the checkout)
 import argparse
 import contextlib
 import io
@@ -31,9 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     import pytest
 
     from drafter_contracts.engine import SHARD_CHECKS
-    from drafter_contracts.fixtures.corruption import (TRACEBACK, bad_outcomes, campaign, corrupt, small_dataset_dir,
+    from drafter_testkit.corruption import (TRACEBACK, bad_outcomes, campaign, corrupt, small_dataset_dir,
                                                        tree_hashes)
-    from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
+    from drafter_testkit.tokenizer import qwen36_tokenizer_dir
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=420)

@@ -20,6 +20,7 @@ workers than there are shards, and the plugin adds <= 50 ms to an unrelated run.
 
 from __future__ import annotations
 
+import testkit_path  # noqa: F401  (drafter_testkit is imported from the checkout)
 import argparse
 import json
 import os
@@ -62,8 +63,8 @@ def main() -> int:
     parser.add_argument("--report", type=Path, default=Path("reports/fixed-cost.json"))
     args = parser.parse_args()
 
-    from drafter_contracts.fixtures.generate import fixture_dataset_dir
-    from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
+    from drafter_testkit.generate import fixture_dataset_dir
+    from drafter_testkit.tokenizer import qwen36_tokenizer_dir
 
     py = sys.executable
     tokenizer = qwen36_tokenizer_dir()

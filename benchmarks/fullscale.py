@@ -18,6 +18,7 @@ written through ``datasets``' own ``save_to_disk``.
 
 from __future__ import annotations
 
+import testkit_path  # noqa: F401  (drafter_testkit is imported from the checkout)
 import argparse
 import json
 import re
@@ -32,8 +33,8 @@ import numpy as np
 import pyarrow as pa
 
 from drafter_contracts.paths import cache_root, cached_build
-from drafter_contracts.fixtures.generate import ARROW_SCHEMA, fixture_dataset_dir, load_tokenizer
-from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
+from drafter_testkit.generate import ARROW_SCHEMA, fixture_dataset_dir, load_tokenizer
+from drafter_testkit.tokenizer import FIRST_SPECIAL_ID
 
 #: The Qwen3.6 dataset's row count.
 FULL_ROWS = 913_786

@@ -20,6 +20,7 @@ The generated files are deleted at the end (``--keep`` keeps them).
 
 from __future__ import annotations
 
+import testkit_path  # noqa: F401  (drafter_testkit is imported from the checkout)
 import argparse
 import json
 import os
@@ -77,7 +78,7 @@ def write_folder(folder: Path, seq: np.ndarray, hidden: int, seed: int = 0) -> l
 
 def write_dataset(path: Path, rows: list[np.ndarray]) -> None:
     sys.path.insert(0, str(REPO / "src"))
-    from drafter_contracts.fixtures.generate import write_dataset as write
+    from drafter_testkit.generate import write_dataset as write
 
     write(((r.astype(np.int32).tolist(), [False] * (len(r) - 8) + [True] * 8) for r in rows), path, num_shards=1)
 

@@ -11,6 +11,7 @@ prints both timings.
 
 from __future__ import annotations
 
+import testkit_path  # noqa: F401  (drafter_testkit is imported from the checkout)
 import argparse
 import sys
 import time
@@ -20,7 +21,7 @@ import numpy as np
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import Engine
-from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
+from drafter_testkit.tokenizer import qwen36_tokenizer_dir
 from drafter_contracts.spans import generic
 from drafter_contracts.vocab import load_vocabulary
 

@@ -28,6 +28,7 @@ is timed in three pairs per round, for scale.
 
 from __future__ import annotations
 
+import testkit_path  # noqa: F401  (drafter_testkit is imported from the checkout)
 import argparse
 import datetime as dt
 import json
@@ -43,9 +44,9 @@ import numpy as np
 from drafter_contracts import kernels
 from drafter_contracts.allocator import keep_freed_memory
 from drafter_contracts.dataset import Shard, open_dataset
-from drafter_contracts.fixtures.families import family_dataset_dir, family_tokenizer_dir
-from drafter_contracts.fixtures.generate import demo_dataset_dir
-from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir
+from drafter_testkit.families import family_dataset_dir, family_tokenizer_dir
+from drafter_contracts.demo.dataset import demo_dataset_dir
+from drafter_testkit.tokenizer import qwen36_tokenizer_dir
 from drafter_contracts.spans import generic
 from drafter_contracts.spans.builtin import builtin_profile
 from drafter_contracts.spans.derive import DerivationFailed, cached_derivation

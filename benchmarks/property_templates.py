@@ -12,6 +12,7 @@ is what measuring "examples until found" needs and costs most of a failing run's
 
 from __future__ import annotations
 
+import testkit_path  # noqa: F401  (drafter_testkit is imported from the checkout)
 import argparse
 import sys
 
@@ -31,9 +32,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from drafter_contracts.config import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
     from drafter_contracts.errors import UsageProblem
-    from drafter_contracts.fixtures import real_templates as rt
+    from drafter_testkit import real_templates as rt
     from drafter_contracts.properties.context import make_context
-    from drafter_contracts.properties.inprocess import HYPOTHESIS_PROPERTIES, load_ci_profile, run_property
+    from drafter_testkit.inprocess import HYPOTHESIS_PROPERTIES, load_ci_profile, run_property
 
     load_ci_profile()
     if args.no_shrink:

@@ -2,7 +2,7 @@
 
     python benchmarks/usage_errors.py               # 3 rounds; writes reports/usage-errors.json
 
-The cases are ``drafter_contracts.fixtures.usage_cases`` (the tests run the same table in-process).
+The cases are ``drafter_testkit.usage_cases`` (the tests run the same table in-process).
 Each case must end with exit code 4 and exactly one ``ERROR:`` line holding the case's words; the
 figure is its wall time, median of the rounds. For reference, each round also times pytest's own
 usage error (an unknown option, the plugin turned off): no usage error can be cheaper than that.
@@ -11,6 +11,7 @@ Target: every case <= 2 s.
 
 from __future__ import annotations
 
+import testkit_path  # noqa: F401  (drafter_testkit is imported from the checkout)
 import argparse
 import json
 import os
@@ -30,7 +31,7 @@ def main() -> int:
     parser.add_argument("--report", type=Path, default=Path("reports/usage-errors.json"))
     args = parser.parse_args()
 
-    from drafter_contracts.fixtures.usage_cases import build_cases
+    from drafter_testkit.usage_cases import build_cases
 
     work = Path(tempfile.mkdtemp(prefix="usage-errors-"))
     cases = build_cases(work / "inputs")

@@ -1,34 +1,46 @@
-"""Session fixtures for the project's own tests: the real Qwen3.6 tokenizer and a generated dataset."""
+"""Session fixtures for the project's own tests: the real Qwen3.6 tokenizer and a generated dataset.
+
+pytest loads this file as an initial conftest of ``testpaths`` in every run started from the
+checkout, a user's ``pytest --dataset-path=DIR`` and each of its xdist workers included. So at
+module level it imports only the standard library and pytest; what the project's own tests need is
+imported in ``pytest_configure`` (when the run is theirs) and in the fixtures.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pytest
-# Imported here, before any in-process pytester run: pytester restores sys.modules after each inner
-# run, dropping what the inner run imported first (a dataset run derives a template profile with
-# transformers on a cold cache; token_freq.pt loads torch), and importing torch or a Rust extension a
-# second time in one process corrupts memory ("bad call flags", then a segfault in the GC).
-import tokenizers  # noqa: F401
-import torch  # noqa: F401
-import transformers  # noqa: F401
 
-from drafter_contracts.paths import cache_root
+if TYPE_CHECKING:
+    import numpy as np
 
-# pytester points HOME at each test's temporary folder: a cache found through HOME would then be
-# empty in every test that runs pytest in-process, and each such test would rebuild every fixture
-# and re-derive every template profile. The cache is pinned for the whole session (and its workers).
-os.environ.setdefault("DRAFTER_CONTRACTS_CACHE", str(cache_root()))
+    from drafter_contracts.spans.labels import Labels
+    from drafter_contracts.spans.profile import CompiledProfile
+    from drafter_contracts.spans.resolve import SpanOracle
+    from drafter_contracts.vocab import Vocabulary
 
-from drafter_contracts.fixtures.tokenizer import qwen36_tokenizer_dir  # noqa: E402
-from drafter_contracts.spans.builtin import builtin_profile
-from drafter_contracts.spans.labels import Labels
-from drafter_contracts.spans.profile import CompiledProfile
-from drafter_contracts.spans.resolve import SpanOracle
-from drafter_contracts.vocab import Vocabulary, load_vocabulary
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("dataset_path", None) or config.getoption("masker", None):
+        return  # a check run from the checkout: none of the project's own tests run, nothing to import
+    from drafter_contracts.paths import cache_root
+
+    # pytester points HOME at each test's temporary folder: a cache found through HOME would then be
+    # empty in every test that runs pytest in-process, and each such test would rebuild every fixture
+    # and re-derive every template profile. The cache is pinned for the whole session (and its workers).
+    os.environ.setdefault("DRAFTER_CONTRACTS_CACHE", str(cache_root()))
+    # Imported here, before any in-process pytester run: pytester restores sys.modules after each inner
+    # run, dropping what the inner run imported first (a dataset run derives a template profile with
+    # transformers on a cold cache; token_freq.pt loads torch), and importing torch or a Rust extension a
+    # second time in one process corrupts memory ("bad call flags", then a segfault in the GC).
+    import tokenizers  # noqa: F401
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
 
 FIXTURE_ROWS = 2000
 
@@ -65,18 +77,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
+    from drafter_testkit.tokenizer import qwen36_tokenizer_dir
+
     return qwen36_tokenizer_dir()
 
 
 @pytest.fixture(scope="session")
 def vocab(tokenizer_dir: Path) -> Vocabulary:
+    from drafter_contracts.vocab import load_vocabulary
+
     return load_vocabulary(str(tokenizer_dir))
 
 
 @pytest.fixture(scope="session")
 def clean_dataset() -> Path:
     """A 2,000-row dataset rendered through the real chat template (cached across runs)."""
-    from drafter_contracts.fixtures.generate import fixture_dataset_dir
+    from drafter_testkit.generate import fixture_dataset_dir
 
     return fixture_dataset_dir(FIXTURE_ROWS, 0)
 
@@ -111,6 +127,10 @@ class ChatML:
 
 @pytest.fixture(scope="session")
 def chatml(vocab: Vocabulary) -> ChatML:
+    from drafter_contracts.spans.builtin import builtin_profile
+    from drafter_contracts.spans.profile import CompiledProfile
+    from drafter_contracts.spans.resolve import SpanOracle
+
     prof = builtin_profile("chatml", vocab)
     oracle = SpanOracle(prof, "built-in chatml", CompiledProfile(prof, vocab.newline_lead))
     return ChatML(prof.headers[0].core[0], prof.headers[0].ends[0], vocab.single_id("\n"), prof.reasoning,

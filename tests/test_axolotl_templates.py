@@ -26,11 +26,11 @@ import pytest
 
 import corpus_checks
 
-from drafter_contracts.fixtures import axolotl_templates as at
-from drafter_contracts.fixtures import real_templates as rt
-from drafter_contracts.fixtures import template_table
-from drafter_contracts.fixtures.template_table import AXOLOTL_DEFECTS, AXOLOTL_ORACLE_GAPS
-from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
+from drafter_testkit import axolotl_templates as at
+from drafter_testkit import real_templates as rt
+from drafter_testkit import template_table
+from drafter_testkit.template_table import AXOLOTL_DEFECTS, AXOLOTL_ORACLE_GAPS
+from drafter_testkit.tokenizer import FIRST_SPECIAL_ID
 from drafter_contracts.spans.truth import CharClass, TemplateRejected, check_labels, render_truth
 
 MISSING = at.unavailable_reason()

@@ -19,8 +19,8 @@ import pytest
 
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.errors import UsageProblem
-from drafter_contracts.fixtures.mutants import MUTANTS
-from drafter_contracts.fixtures.upgrades import changed_tokenizer, reasoning_unmasked
+from drafter_testkit.mutants import MUTANTS
+from drafter_testkit.upgrades import changed_tokenizer, reasoning_unmasked
 from drafter_contracts.report import baseline as bl
 from helpers import run_pytest
 

@@ -69,7 +69,7 @@ def test_rows_are_reworded_bank_rows(fullscale, small):
 
 
 def test_rows_decode_and_reencode_to_the_same_ids(small):
-    from drafter_contracts.fixtures.generate import load_tokenizer
+    from drafter_testkit.generate import load_tokenizer
 
     tok = load_tokenizer()
     ids, _, _ = _rows(small)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from drafter_contracts.fixtures.families import family_tokenizer_dir
+from drafter_testkit.families import family_tokenizer_dir
 from drafter_contracts.spans import generic, kernel
 from drafter_contracts.spans.builtin import builtin_profile
 from drafter_contracts.spans.labels import Role, TurnProblem

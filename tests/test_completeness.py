@@ -22,9 +22,9 @@ import pytest
 from drafter_contracts.completeness import Coverage, unchanged_result
 from drafter_contracts.dataset import Shard
 from drafter_contracts.engine import SHARD_CHECKS, Engine
-from drafter_contracts.fixtures.corruption import small_dataset_dir, tree_hashes
+from drafter_testkit.corruption import small_dataset_dir, tree_hashes
 from drafter_contracts.integrity import file_state
-from drafter_contracts.report.schema import validate_summary
+from drafter_testkit.schema import validate_summary
 
 KILLER = textwrap.dedent('''
     """Test-only plugin: SIGKILL this process from inside one check of one shard, or one dataset-level
@@ -213,7 +213,7 @@ def test_a_row_over_max_shard_tokens_is_refused_with_a_clear_line(pytester, clea
     shard is not read (a worker's memory stays bounded by --max-shard-tokens), and the run says so."""
     from datasets import load_from_disk
 
-    from drafter_contracts.fixtures.generate import rows_table, save_table
+    from drafter_testkit.generate import rows_table, save_table
 
     ds = load_from_disk(str(clean_dataset)).select(range(60))
     rows = [(list(r["input_ids"]), list(r["loss_mask"])) for r in ds]

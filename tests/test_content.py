@@ -16,7 +16,7 @@ import pytest
 from drafter_contracts.checks.content import anchor_counts, find_duplicates, row_hashes
 from drafter_contracts.checks.view import RowView
 from drafter_contracts.config import builtin_contracts
-from drafter_contracts.fixtures.content_mutants import CONTENT_MUTANTS
+from drafter_testkit.content_mutants import CONTENT_MUTANTS
 from helpers import run_inprocess
 
 CONTENT = ("duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors")

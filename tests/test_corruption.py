@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from drafter_contracts.engine import SHARD_CHECKS
-from drafter_contracts.fixtures.corruption import (CORRUPTIONS, bad_outcomes, campaign, corrupt, small_dataset_dir,
+from drafter_testkit.corruption import (CORRUPTIONS, bad_outcomes, campaign, corrupt, small_dataset_dir,
                                                    tree_hashes)
 
 DEFAULT = campaign(3 * len(CORRUPTIONS))
@@ -100,7 +100,7 @@ def test_an_overwritten_offset_is_named_by_file_column_and_row(pytester, victim,
     rows of that record batch are read by no contract (their shard skips, saying why)."""
     import numpy as np
 
-    from drafter_contracts.fixtures.corruption import buffer_spans
+    from drafter_testkit.corruption import buffer_spans
 
     folder = pytester.path / "ds"
     shutil.copytree(victim, folder)

@@ -17,9 +17,9 @@ from drafter_contracts.checks.drift import REASON, check_tokenizer_drift, rows_p
 from drafter_contracts.checks.view import RowView
 from drafter_contracts.dataset import Shard, ShardArrays
 from drafter_contracts.engine import Engine
-from drafter_contracts.fixtures.content_mutants import drift_retokenized, fewer_merges_tokenizer_dir
-from drafter_contracts.fixtures.generate import IM_END_ID, IM_START_ID, load_tokenizer, render_row
-from drafter_contracts.fixtures.conversations import generate_conversations
+from drafter_testkit.content_mutants import drift_retokenized, fewer_merges_tokenizer_dir
+from drafter_testkit.generate import IM_END_ID, IM_START_ID, load_tokenizer, render_row
+from drafter_contracts.demo.conversations import generate_conversations
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from drafter_contracts.config import builtin_contracts, load_contract
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import Engine
 from drafter_contracts.explain import BEFORE, excerpt, explain_violation, format_failure, render_segments, window
-from drafter_contracts.fixtures import policy_mutants as pm
-from drafter_contracts.fixtures.producers import convention_dataset_dir
+from drafter_testkit import policy_mutants as pm
+from drafter_testkit.producers import convention_dataset_dir
 
 MAX_LEN = 2048
 

@@ -20,11 +20,11 @@ from drafter_contracts.checks.spans import disallowed_supervision
 from drafter_contracts.config import MaskPolicy
 from drafter_contracts.dataset import Shard, open_dataset
 from drafter_contracts.engine import CONTENT_CHECKS
-from drafter_contracts.fixtures.families import (ALL_FAMILIES, MUTANT_KINDS, family_dataset_dir,
+from drafter_testkit.families import (ALL_FAMILIES, MUTANT_KINDS, family_dataset_dir,
                                                  family_mutant_dataset_dir, family_tokenizer_dir,
                                                  write_rendered_dataset)
-from drafter_contracts.fixtures.tokenizer import strip_generation_tags
-from drafter_contracts.fixtures.conversations import generate_conversations
+from drafter_testkit.tokenizer import strip_generation_tags
+from drafter_contracts.demo.conversations import generate_conversations
 from drafter_contracts.spans import generic
 from drafter_contracts.spans.builtin import builtin_profile
 from drafter_contracts.spans.derive import DerivationFailed, derive_profile
@@ -191,7 +191,7 @@ def test_unseen_template_works_through_derivation(tmp_path):
 
 
 def test_underivable_template_is_one_usage_line(tmp_path, usage_run):
-    from drafter_contracts.fixtures.families import plain_tokenizer_dir
+    from drafter_testkit.families import plain_tokenizer_dir
 
     tok_dir = _with_template(plain_tokenizer_dir(), tmp_path / "plain-tok", PLAIN)
     with pytest.raises(DerivationFailed, match="does not start with a special token"):

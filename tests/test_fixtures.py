@@ -21,11 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from drafter_contracts.fixtures import generate as gen
-from drafter_contracts.fixtures import mutants as mut
-from drafter_contracts.fixtures.conversations import KINDS, conversation_of_kind, generate_conversations
-from drafter_contracts.fixtures.tokenizer import (
-    _GENERATION_TAG, FIRST_SPECIAL_ID, SPECIAL_TOKENS, VOCAB_SIZE, qwen36_tokenizer_dir,
+from drafter_testkit import generate as gen
+from drafter_testkit import mutants as mut
+from drafter_contracts.demo.conversations import KINDS, conversation_of_kind, generate_conversations
+from drafter_contracts.maskers.hf import has_generation_tags
+from drafter_testkit.tokenizer import (
+    FIRST_SPECIAL_ID, SPECIAL_TOKENS, VOCAB_SIZE, qwen36_tokenizer_dir,
 )
 
 MAX_LEN = 4096
@@ -251,8 +252,9 @@ def test_template_rejects_unknown_role_and_late_system(tok: Any) -> None:
 
 
 def test_stock_template_has_no_generation_tags() -> None:
-    assert _GENERATION_TAG.search(gen.tagged_template())
-    assert not _GENERATION_TAG.search(gen.stock_template())
+    assert has_generation_tags(gen.tagged_template())
+    assert not has_generation_tags(gen.stock_template())
+    assert "endgeneration" not in gen.stock_template()
     assert gen.stock_template().count("<|im_start|>") == gen.tagged_template().count("<|im_start|>")
 
 

@@ -19,10 +19,10 @@ import torch._dynamo  # noqa: F401
 
 # Imported before any in-process run: pytester drops what an inner run imported first, and a second
 # import of datasets registers its Arrow extension types twice (see tests/conftest.py).
-import drafter_contracts.fixtures.generate  # noqa: F401
+import drafter_testkit.generate  # noqa: F401
 
-from drafter_contracts.fixtures import hidden_mutants as M
-from drafter_contracts.fixtures import hidden_states as H
+from drafter_testkit import hidden_mutants as M
+from drafter_testkit import hidden_states as H
 from drafter_contracts.hidden import checks as C
 from drafter_contracts.hidden.policy import HiddenPolicy
 from drafter_contracts.hidden.report import section
@@ -139,7 +139,7 @@ _SPECULATORS_CHECK = """
 import json, sys
 from pathlib import Path
 import numpy as np
-from drafter_contracts.fixtures import hidden_states as H
+from drafter_testkit import hidden_states as H
 folder, dataset, fp8, sample = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 transfer, _ = H.import_hs_connectors()
 sys.path.append(str(H.speculators_path()))
@@ -235,7 +235,7 @@ def test_clean_folder_passes(pytester, dtype: str, clean: Path, fp8: Path, contr
     assert ret == 0, failing(summary)
     verdicts = {k: summary["checks"][k]["verdict"] for k in C.ALL_CHECKS}
     assert verdicts == {**{k: "pass" for k in C.ALL_CHECKS}, C.RECOMPUTE: "skip"}
-    from drafter_contracts.report.schema import validate_summary
+    from drafter_testkit.schema import validate_summary
 
     assert validate_summary(summary) == []  # hidden_states, figures.contract_figures, checks.*.figures included
     h = section(summary)

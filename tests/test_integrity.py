@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from drafter_contracts.dataset import open_dataset
-from drafter_contracts.fixtures.corruption import dataset_info_features, small_dataset_dir
+from drafter_testkit.corruption import dataset_info_features, small_dataset_dir
 from drafter_contracts.integrity import (Defect, Integrity, _check_metadata_with_datasets, check_batch, check_metadata,
                                          first_bad_offset, scan_tables)
 

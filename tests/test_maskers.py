@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from drafter_contracts.errors import UsageProblem
-from drafter_contracts.fixtures.conversations import generate_conversations
-from drafter_contracts.fixtures.generate import load_tokenizer, render_row
-from drafter_contracts.maskers import broken
+from drafter_contracts.demo.conversations import generate_conversations
+from drafter_testkit.generate import load_tokenizer, render_row
+from drafter_testkit import broken_maskers as broken
 from drafter_contracts.maskers.hf import make_hf_masker, supports_assistant_mask
 from drafter_contracts.maskers.loader import load_masker
 from drafter_contracts.maskers.render_server import RENDER_PATH, RenderServer
@@ -32,7 +32,10 @@ def conversations():
 
 def test_hf_masker_equals_the_fixture_rows(tokenizer, conversations) -> None:
     """Same transformers path as the fixture datasets: identical rows, and real supervision."""
-    masker = load_masker("hf", tokenizer)
+    from drafter_testkit.generate import TEMPLATE_NAME
+    from drafter_testkit.tokenizer import template_path
+
+    masker = load_masker("hf", tokenizer, chat_template=str(template_path(TEMPLATE_NAME)))
     for conv in conversations:
         rows = masker.rows(conv["messages"], conv["tools"], tokenizer, 512)
         assert rows == [render_row(conv, tokenizer, 512)]
@@ -40,7 +43,7 @@ def test_hf_masker_equals_the_fixture_rows(tokenizer, conversations) -> None:
 
 
 def test_hf_probe_tells_tagged_from_stock(tokenizer) -> None:
-    from drafter_contracts.fixtures.generate import tagged_template
+    from drafter_testkit.generate import tagged_template
 
     assert supports_assistant_mask(tokenizer) is False  # the built-in tokenizer ships the stock template
     assert supports_assistant_mask(tokenizer, tagged_template()) is True
@@ -58,7 +61,7 @@ def test_hf_needs_a_tagged_template(tokenizer, tmp_path: Path) -> None:
 @pytest.mark.parametrize("spec, message", [
     ("nonsense", "expected hf, speculators or module:function"),
     ("no_such_module_xyz:f", "cannot import module"),
-    ("drafter_contracts.maskers.broken:nope", "has no function 'nope'"),
+    ("drafter_testkit.broken_maskers:nope", "has no function 'nope'"),
     ("/no/such/file.py:f", "no such file"),
 ])
 def test_bad_masker_specs_are_usage_problems(tokenizer, spec: str, message: str) -> None:
@@ -158,8 +161,27 @@ def test_speculators_masker_is_speculators_own_rows(tokenizer, tokenizer_dir, co
             for ids, mask in rows:
                 assert mask[-1] and not mask[0]
         return
-    from drafter_contracts.fixtures.speculators_producer import speculators_rows
+    from drafter_testkit.speculators_producer import speculators_rows
 
     expected = list(speculators_rows(conversations, tokenizer, 1024, preprocessing=pre))
     got = [masker.rows(c["messages"], c["tools"], tokenizer, 1024)[0] for c in conversations]
     assert got == expected
+
+
+def test_hf_takes_trls_tagged_copy_of_a_trl_template(tokenizer) -> None:
+    """A tokenizer carrying one of TRL's vendor templates is masked with TRL's ``_training`` copy of it;
+    any other untagged template is one usage line."""
+    import copy
+
+    from drafter_contracts.trl_templates import vendor_template
+
+    tok = copy.copy(tokenizer)
+    tok.chat_template = vendor_template("qwen3_6")
+    masker = make_hf_masker(tok)
+    assert masker.chat_template == vendor_template("qwen3_6_training")
+    ids, mask = masker.rows([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello there"}],
+                            None, tok, 512)[0]
+    assert any(mask) and not all(mask)
+    tok.chat_template = vendor_template("qwen3_6").replace("<|im_start|>", "<|im_start|> ")
+    with pytest.raises(UsageProblem, match="no {% generation %} tags"):
+        make_hf_masker(tok)

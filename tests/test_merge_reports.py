@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from drafter_contracts.fixtures.mutants import MUTANTS
+from drafter_testkit.mutants import MUTANTS
 from drafter_contracts.report.merge import merge_reports
 from helpers import run_pytest
 

@@ -18,9 +18,9 @@ from drafter_contracts.config import MaskPolicy, builtin_contracts, load_contrac
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import ROW_CHECKS, Engine
 from drafter_contracts.errors import UsageProblem
-from drafter_contracts.fixtures import policy_mutants as pm
-from drafter_contracts.fixtures.mutants import role_ids, turns
-from drafter_contracts.fixtures.producers import CONVENTIONS, convention_dataset_dir, convention_rows, template_for
+from drafter_testkit import policy_mutants as pm
+from drafter_testkit.mutants import role_ids, turns
+from drafter_testkit.producers import CONVENTIONS, convention_dataset_dir, convention_rows, template_for
 from drafter_contracts.spans.labels import Role
 from drafter_contracts.vocab import Vocabulary
 
@@ -164,8 +164,8 @@ def test_last_turn_matches_an_independent_scan(vocab: Vocabulary, datasets, chat
 
 def test_producers_render_the_same_text(tokenizer_dir):
     """The conventions differ in masks only: regex and tag rows are identical ids; per-turn rows are prefixes."""
-    from drafter_contracts.fixtures.conversations import generate_conversations
-    from drafter_contracts.fixtures.generate import load_tokenizer
+    from drafter_contracts.demo.conversations import generate_conversations
+    from drafter_testkit.generate import load_tokenizer
 
     tok = load_tokenizer()
     assert not re.search(r"\{%-?\s*generation", template_for("speculators-per-turn"))
@@ -307,8 +307,8 @@ def test_convention_mismatch_names_the_right_contract(datasets, vocab, conventio
 def test_reasoning_dropped_everywhere_is_called_the_qwen3_bug(datasets, vocab, tmp_path):
     import pyarrow as pa
 
-    from drafter_contracts.fixtures.generate import save_table
-    from drafter_contracts.fixtures.mutants import _read
+    from drafter_testkit.generate import save_table
+    from drafter_testkit.mutants import _read
 
     table = _read(datasets["speculators-regex"])
     masks = []

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from drafter_contracts.engine import CONTENT_CHECKS
-from drafter_contracts.fixtures.producers import convention_dataset_dir
+from drafter_testkit.producers import convention_dataset_dir
 from helpers import run_inprocess
 
 MAX_LEN = 2048

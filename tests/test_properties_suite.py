@@ -18,7 +18,7 @@ import pytest
 
 from drafter_contracts.maskers.speculators import KNOWN_DEFECTS
 
-BROKEN = "drafter_contracts.maskers.broken"
+BROKEN = "drafter_testkit.broken_maskers"
 REPO = Path(__file__).resolve().parents[1]
 
 

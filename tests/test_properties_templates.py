@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 from drafter_contracts import strategies as cs
 from drafter_contracts.config import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
 from drafter_contracts.errors import UsageProblem
-from drafter_contracts.fixtures import real_templates as rt
+from drafter_testkit import real_templates as rt
 from drafter_contracts.maskers import KnownDefect
 from drafter_contracts.properties.context import make_context
 from drafter_contracts.properties.expect import Tally, header_in_text, settle
-from drafter_contracts.properties.inprocess import HYPOTHESIS_PROPERTIES, run_property
+from drafter_testkit.inprocess import HYPOTHESIS_PROPERTIES, run_property
 
 REPO = Path(__file__).resolve().parents[1]
 TAGGED = tuple(n for n in rt.template_names() if rt.has_generation_tags(rt.template_text(n)))
@@ -72,7 +72,7 @@ def sample_profile():
 
 
 #: A masker with no template of its own: the context reads the tokenizer's (the original's) template.
-PLAIN_MASKER = "drafter_contracts.maskers.broken:unbounded"
+PLAIN_MASKER = "drafter_testkit.broken_maskers:unbounded"
 OPENERS = ("<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "<|START_OF_TURN_TOKEN|>")
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from drafter_contracts.fixtures import real_mutants as rm
-from drafter_contracts.fixtures import real_producers as rp
-from drafter_contracts.fixtures import real_templates as rt
+from drafter_testkit import real_mutants as rm
+from drafter_testkit import real_producers as rp
+from drafter_testkit import real_templates as rt
 
 ON, COVERS = rm.ON, rm.COVERS
 ALL = {j.key: j for j in rp.matrix()}

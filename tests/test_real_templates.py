@@ -21,9 +21,9 @@ import pytest
 
 import corpus_checks
 
-from drafter_contracts.fixtures import real_templates as rt
-from drafter_contracts.fixtures.template_table import TEMPLATE_DEFECTS, handling
-from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID
+from drafter_testkit import real_templates as rt
+from drafter_testkit.template_table import TEMPLATE_DEFECTS, handling
+from drafter_testkit.tokenizer import FIRST_SPECIAL_ID
 from drafter_contracts.spans.truth import CharClass, TemplateRejected, render_truth
 
 NAMES = rt.template_names()
@@ -177,6 +177,6 @@ def collection_order(item: pytest.Item) -> tuple[str, str]:
 @pytest.mark.parametrize("name", NAMES)
 def test_docs_template_table_is_current(name: str) -> None:
     """docs/templates.md shows, for every template, what auto does with it (regenerate: python -m
-    drafter_contracts.fixtures.template_table)."""
+    drafter_testkit.template_table)."""
     row = handling(name).row()
     assert row in TEMPLATES_DOC.read_text("utf-8").splitlines(), f"docs/templates.md is stale; its row must read: {row}"

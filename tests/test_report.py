@@ -23,10 +23,10 @@ import pytest
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import DATASET_CHECKS, GLOBAL_CHECKS, Engine
-from drafter_contracts.fixtures.mutants import MUTANTS
+from drafter_testkit.mutants import MUTANTS
 from drafter_contracts.report.html import render_segments
 from drafter_contracts.report.stats import SEQ_LEN_EDGES, dataset_profile, quantiles
-from drafter_contracts.report.schema import validate_summary
+from drafter_testkit.schema import validate_summary
 
 ROWS = 2000
 

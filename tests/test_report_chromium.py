@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from drafter_contracts.fixtures.mutants import MUTANTS
+from drafter_testkit.mutants import MUTANTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does)")

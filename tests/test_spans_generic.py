@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from drafter_contracts.fixtures.families import family_tokenizer_dir
+from drafter_testkit.families import family_tokenizer_dir
 from drafter_contracts.spans import generic, kernel
 from drafter_contracts.spans.builtin import builtin_profile
 from drafter_contracts.spans.labels import Role, TurnProblem

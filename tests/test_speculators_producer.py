@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from drafter_contracts.fixtures.conversations import generate_conversations
-from drafter_contracts.fixtures.speculators_producer import (
+from drafter_contracts.demo.conversations import generate_conversations
+from drafter_testkit.speculators_producer import (
     PATH_ENV,
     ProducerNotes,
     SpeculatorsUnavailable,
@@ -38,7 +38,7 @@ from drafter_contracts.fixtures.speculators_producer import (
     speculators_rows,
     write_rows,
 )
-from drafter_contracts.fixtures.tokenizer import FIRST_SPECIAL_ID, SPECIAL_TOKENS
+from drafter_testkit.tokenizer import FIRST_SPECIAL_ID, SPECIAL_TOKENS
 
 REPO = Path(__file__).resolve().parents[1]
 N_CONVERSATIONS = 400  # seed 0: includes 4 rows cut at 4,096 tokens (indices 69, 188, 300, 345)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 
 from drafter_contracts import strategies as cs
-from drafter_contracts.fixtures.generate import load_tokenizer
+from drafter_testkit.generate import load_tokenizer
 from drafter_contracts.hypothesis_settings import examples
 
 Conv = dict[str, Any]

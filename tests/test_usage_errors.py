@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from drafter_contracts.fixtures.usage_cases import build_cases
+from drafter_testkit.usage_cases import build_cases
 
 
 @pytest.fixture(scope="session")

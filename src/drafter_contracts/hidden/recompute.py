@@ -54,7 +54,16 @@ def sample_rows(num_rows: int, n: int, seed: int = 0) -> list[int]:
 
 def spot_recompute(folder: Path, model_dir: Path, n: int, num_rows: int, speculator_config: str | None,
                    rtol: float | None, rows: list[int] | None = None) -> CheckResult:
-    """``n`` seeded rows (or ``rows``) recomputed one at a time and compared per layer."""
+    """``n`` seeded rows (or ``rows``) recomputed one at a time and compared per layer.
+
+    Running the model needs torch (the ``torch`` extra); without it this contract alone fails, saying so.
+    """
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:  # not installed, or an install that does not import
+        return CheckResult(C.RECOMPUTE, "dataset", message=(
+            f"--hs-verify-model {model_dir}: recomputing hidden states runs the model with torch, which cannot be "
+            f"imported here ({exc}); pip install 'drafter-contracts[torch]', or run where the training stack's torch is"))
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32")

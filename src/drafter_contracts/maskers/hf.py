@@ -3,9 +3,9 @@
 ``apply_chat_template(return_assistant_tokens_mask=True)`` marks the tokens rendered
 inside ``{% generation %}…{% endgeneration %}``. Stock model templates have no tags (the
 mask is then all zeros), so the masker needs a tagged template: the tokenizer's own if it
-has tags, otherwise ``--chat-template FILE``, otherwise the project's tagged Qwen3.6
-template when the tokenizer's template is exactly that template with the tags removed
-(the built-in fixture tokenizer).
+has tags, otherwise ``--chat-template FILE``, otherwise TRL's tagged ``_training`` copy when the
+tokenizer's template is exactly one of TRL's vendor templates (``builtin:qwen3.6`` carries TRL's
+``qwen3_6.jinja``), as TRL's SFT swaps it in for ``assistant_only_loss``.
 """
 
 from __future__ import annotations
@@ -18,10 +18,16 @@ from ..errors import UsageProblem
 from . import Masker
 
 _TAG = re.compile(r"\{%-?\s*generation\s*-?%\}")
+_GENERATION_TAG = re.compile(r"\{%-?\s*(?:end)?generation\s*-?%\}")
 
 
 def has_generation_tags(template: str | None) -> bool:
     return bool(template and _TAG.search(template))
+
+
+def strip_generation_tags(template: str) -> str:
+    """The template without its generation markers (whitespace-controlled tags render nothing)."""
+    return _GENERATION_TAG.sub("", template)
 
 
 def tagged_template_for(tokenizer: Any, chat_template: str | Path | None = None) -> str:
@@ -38,12 +44,11 @@ def tagged_template_for(tokenizer: Any, chat_template: str | Path | None = None)
     own = getattr(tokenizer, "chat_template", None)
     if has_generation_tags(own):
         return own
-    from ..fixtures.generate import tagged_template
-    from ..fixtures.tokenizer import strip_generation_tags
+    from ..trl_templates import training_variant
 
-    builtin = tagged_template()
-    if own is not None and strip_generation_tags(builtin) == own:
-        return builtin
+    tagged = training_variant(own)
+    if tagged is not None:
+        return tagged
     raise UsageProblem("--masker=hf: the tokenizer's chat template has no {% generation %} tags, so its assistant "
                        "mask is all zeros; pass --chat-template FILE with a tagged copy of the template")
 

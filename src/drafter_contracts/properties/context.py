@@ -19,7 +19,6 @@ from ..maskers.loader import load_masker
 from ..maskers.oracle import Oracle, resolve_policy, with_template
 from ..spans.resolve import make_oracle
 from .markers import TemplateMarkers, template_markers
-from ..tokenizer_source import BUILTIN_PREFIX, resolve_tokenizer
 from ..vocab import load_vocabulary
 
 CONTEXT_KEY = pytest.StashKey["PropertyContext"]()
@@ -64,27 +63,15 @@ class PropertyContext:
         return tok
 
 
-def _tokenizer_dir(name: str) -> str:
-    """The folder transformers loads: the built-in's, or where tokenizer_source found tokenizer.json."""
-    source = resolve_tokenizer(name)
-    if source.startswith(BUILTIN_PREFIX):
-        from ..fixtures.tokenizer import qwen36_tokenizer_dir
-
-        return str(qwen36_tokenizer_dir())
-    return str(Path(source).parent)
-
-
 def _tagged_template(tokenizer: Any, explicit: str | None) -> str | None:
     if explicit:
         return Path(explicit).expanduser().read_text("utf-8")
     own = getattr(tokenizer, "chat_template", None)
     if has_generation_tags(own):
         return own
-    from ..fixtures.generate import tagged_template
-    from ..fixtures.tokenizer import strip_generation_tags
+    from ..trl_templates import training_variant
 
-    builtin = tagged_template()
-    return builtin if own is not None and strip_generation_tags(builtin) == own else None
+    return training_variant(own)
 
 
 def build_context(config: pytest.Config) -> PropertyContext:
@@ -104,12 +91,7 @@ def make_context(masker_spec: str, name: str, contract: Any, *, explicit_contrac
     """The context for one masker on one tokenizer (``name`` as ``--tokenizer`` takes it), callable without
     pytest: the tests and benchmarks build it for each real template in one process."""
     vocab = load_vocabulary(name)
-    from transformers import AutoTokenizer
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(_tokenizer_dir(name), local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 (transformers raises many types)
-        raise UsageProblem(f"--tokenizer {name}: cannot be loaded by transformers ({exc}); pass a tokenizer directory") from None
+    tokenizer = copy.copy(vocab.hf_tokenizer)  # the runtime's one loader (its fallbacks for older transformers)
     if not getattr(tokenizer, "chat_template", None):
         raise UsageProblem(f"--tokenizer {name}: has no chat template; the properties compare against the tokenizer's own rendering")
     masker = load_masker(masker_spec, tokenizer, chat_template=chat_template, speculators_path=speculators_path)

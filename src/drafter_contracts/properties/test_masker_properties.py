@@ -298,7 +298,7 @@ def test_support_probe(ctx: PropertyContext, template: str) -> None:
         pytest.skip(f"{ctx.masker.name} ({ctx.masker.version}) has no assistant-mask support probe")
     if ctx.tagged_template is None:
         pytest.skip("no generation-tagged copy of the tokenizer's template (pass --chat-template FILE)")
-    from drafter_contracts.fixtures.tokenizer import strip_generation_tags
+    from drafter_contracts.maskers.hf import strip_generation_tags
 
     text = ctx.tagged_template if template == "with_generation_tags" else strip_generation_tags(ctx.tagged_template)
     tok = ctx.with_template(text)

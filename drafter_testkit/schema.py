@@ -17,7 +17,7 @@ SCHEMA_FILE = "summary.schema.json"
 
 @lru_cache(maxsize=1)
 def summary_schema() -> dict[str, Any]:
-    return json.loads(resources.files("drafter_contracts.report").joinpath(SCHEMA_FILE).read_text("utf-8"))
+    return json.loads(resources.files("drafter_testkit").joinpath(SCHEMA_FILE).read_text("utf-8"))
 
 
 def shard_table_schema() -> Any:

@@ -1,7 +1,7 @@
 """Deliberately broken maskers: each re-creates one historical speculators mask bug.
 
 They exist to prove the properties catch those bugs (``tests/test_properties_broken.py``
-runs the suite with ``--masker drafter_contracts.maskers.broken:NAME`` and expects a
+runs the suite with ``--masker drafter_testkit.broken_maskers:NAME`` and expects a
 failure with a readable example). Each starts from the correct ``hf`` masker on the
 built-in generation-tagged Qwen3.6 template and breaks one thing, the way the bug did.
 """
@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ..fixtures.generate import tagged_template
-from ..fixtures.tokenizer import FIRST_SPECIAL_ID, SPECIAL_TOKENS
-from .hf import render_with_mask
+from drafter_contracts.maskers.hf import render_with_mask
+
+from .generate import tagged_template
+from .tokenizer import FIRST_SPECIAL_ID, SPECIAL_TOKENS
 
 THINK = FIRST_SPECIAL_ID + SPECIAL_TOKENS.index("<think>")
 END_THINK = FIRST_SPECIAL_ID + SPECIAL_TOKENS.index("</think>")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from . import test_masker_properties as suite
-from .context import PropertyContext
+from drafter_contracts.properties import test_masker_properties as suite
+from drafter_contracts.properties.context import PropertyContext
 
 HYPOTHESIS_PROPERTIES = ("test_ids_equal_template_rendering", "test_mask_is_sound", "test_mask_is_complete",
                          "test_truncation_keeps_ids_and_mask_aligned",
@@ -55,7 +55,7 @@ def run_property(ctx: PropertyContext, name: str) -> Verdict:
 def load_ci_profile() -> None:
     from hypothesis import settings
 
-    from ..hypothesis_settings import register_profiles
+    from drafter_contracts.hypothesis_settings import register_profiles
 
     register_profiles()
     settings.load_profile("ci")
