@@ -75,6 +75,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[i] = item
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``-n N`` on the project's tests: the tests of one vendor tokenizer share a worker
+    (drafter_testkit/scheduling.py); an explicit ``--dist`` other than load is left as asked."""
+    if config.getoption("dist") != "load" or config.getoption("dataset_path", None):
+        return None
+    from drafter_testkit.scheduling import make_scheduler
+
+    return make_scheduler(config, log)
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
     from drafter_testkit.tokenizer import qwen36_tokenizer_dir

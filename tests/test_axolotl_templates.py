@@ -30,6 +30,7 @@ from drafter_testkit import axolotl_templates as at
 from drafter_testkit import real_templates as rt
 from drafter_testkit import template_table
 from drafter_testkit.template_table import AXOLOTL_DEFECTS, AXOLOTL_ORACLE_GAPS
+from drafter_testkit.tiers import AXOLOTL_DEFAULT, default_vendors, tiered
 from drafter_testkit.tokenizer import FIRST_SPECIAL_ID
 from drafter_contracts.spans.truth import CharClass, TemplateRejected, check_labels, render_truth
 
@@ -48,17 +49,14 @@ def _absent() -> list:
     return [pytest.param("(corpus absent)", marks=pytest.mark.skip(reason=MISSING or ""))]
 
 
-def _names(names: tuple[str, ...], xfail: bool = False) -> list:
+def _names(names: tuple[str, ...], xfail: bool = False, tier: bool = True) -> list:
+    """Per-template parameters; with ``tier``, only the default tier's templates (drafter_testkit/tiers.py)
+    unmarked, the rest marked slow (the tests that read no tokenizer run every template by default)."""
     if not names and MISSING is not None:
         return _absent()
-    out = []
-    for name in names:
-        if xfail and name in XFAIL:
-            out.append(pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=AssertionError,
-                                                                  reason=XFAIL[name])))
-        else:
-            out.append(name)
-    return out
+    marks = (lambda n: (pytest.mark.xfail(strict=True, raises=AssertionError, reason=XFAIL[n]),) if n in XFAIL else ()
+             ) if xfail else (lambda n: ())
+    return tiered(names, AXOLOTL_DEFAULT if tier else frozenset(names), marks)
 
 
 # --------------------------------------------------------------------------- the wheel
@@ -94,7 +92,7 @@ def test_an_absent_wheel_names_the_script_that_fetches_it(tmp_path: Path, monkey
         at.corpus.cache_clear()
 
 
-@pytest.mark.parametrize("name", _names(NAMES))
+@pytest.mark.parametrize("name", _names(NAMES, tier=False))
 def test_every_template_has_rules_and_a_vendor(name: str) -> None:
     r = at.rules(name)
     assert r.vendor in at.VENDORS
@@ -120,7 +118,7 @@ _MARKER = re.compile(r"<\|[^<>|\s]+\|>|<｜[^<>\s]+｜>|<\|[a-z_\"]+>|<[a-z_]+\|
 _NOT_MARKERS = {"[IMG_PLACEHOLDER]"}
 
 
-@pytest.mark.parametrize("name", _names(NAMES))
+@pytest.mark.parametrize("name", _names(NAMES, tier=False))
 def test_the_markers_a_template_writes_are_its_vendors_tokens(name: str) -> None:
     """Every special-looking marker a template writes is an added token of its vendor (text-marked: none is)."""
     vendor = at.vendor_of(name)
@@ -133,7 +131,8 @@ def test_the_markers_a_template_writes_are_its_vendors_tokens(name: str) -> None
     assert not missing, f"{name} writes {missing}, which {vendor.name}'s token table lacks"
 
 
-@pytest.mark.parametrize("vendor", sorted(at.NEW_VENDORS))
+@pytest.mark.parametrize("vendor", tiered(sorted(at.NEW_VENDORS), default_vendors(AXOLOTL_DEFAULT, at.vendor_of))
+                         if MISSING is None else _absent())
 def test_vendor_tokenizer_ids(vendor: str) -> None:
     """The vendors added for this corpus (TRL's are checked in test_real_templates.py)."""
     if MISSING is not None:
@@ -267,7 +266,7 @@ def test_oracle_matches_truth(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", _names(NAMES, xfail=True))
+@pytest.mark.parametrize("name", _names(NAMES, xfail=True, tier=False))
 def test_oracle_matches_truth_sweep(name: str) -> None:
     """More conversations and long rows: the slow tier (``pytest -m slow``)."""
     oracle_check(name, SLOW_N, SLOW_LONG)

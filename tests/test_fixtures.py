@@ -405,13 +405,14 @@ def test_fixture_dataset_dir_is_cached(clean_dir: Path) -> None:
 def test_fixture_dataset_dir_survives_a_lost_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   tok: Any) -> None:
     """Another xdist worker renames its copy first: ours is discarded, theirs is returned."""
+    tokenizer = qwen36_tokenizer_dir()  # from the session's cache: the race is over the dataset alone
     monkeypatch.setenv("DRAFTER_CONTRACTS_CACHE", str(tmp_path))
     real_build = gen.build_dataset
 
     def racing_build(out_dir: Path, n_rows: int, seed: int = 0, **kwargs: Any) -> Path:
-        winner = real_build(out_dir.parent / "winner", n_rows, seed)
+        winner = real_build(out_dir.parent / "winner", n_rows, seed, tokenizer_dir=tokenizer)
         os.rename(winner, tmp_path / "datasets" / f"qwen3.6-{n_rows}-s{seed}-v1")
-        return real_build(out_dir, n_rows, seed, **kwargs)
+        return real_build(out_dir, n_rows, seed, tokenizer_dir=tokenizer)
 
     monkeypatch.setattr(gen, "build_dataset", racing_build)
     target = gen.fixture_dataset_dir(6, 2)

@@ -133,43 +133,62 @@ def test_prefix_keys_equal_a_plain_hash() -> None:
 # --- speculators' own reader and check, on every fixture file ------------------------------------------
 
 
-#: speculators 0.9.0's loader and check over a folder, in a process of its own (imported in this one, its
-#: folder would shadow the speculators 0.7.0 the properties tests load in the same worker).
+#: speculators 0.9.0's loader and check over folders, in a process of its own (imported in this one, its
+#: folder would shadow the speculators 0.7.0 the properties tests load in the same worker). One process
+#: reads every folder: its imports (torch, speculators) cost seconds, the folders milliseconds.
 _SPECULATORS_CHECK = """
 import json, sys
 from pathlib import Path
 import numpy as np
 from drafter_testkit import hidden_states as H
-folder, dataset, fp8, sample = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
+jobs = json.loads(sys.argv[1])
 transfer, _ = H.import_hs_connectors()
 sys.path.append(str(H.speculators_path()))
 from speculators.data_generation.offline import check_hidden_states
-reader = transfer.FP8Transfer(folder) if fp8 else transfer.FileTransfer(folder)
-rows = H.dataset_rows(dataset)
-out = {}
-for i, ids in enumerate(rows):
-    try:
-        data = reader.get_cached(i)
-        if data is not None:
-            check_hidden_states(data, ids.tolist())
-    except Exception as exc:  # what the trainer would skip or die on
-        out[i] = f"{type(exc).__name__}: {exc}"[:120]
-if sample:
-    np.savez(sample, **{str(i): reader.get_cached(i)["hidden_states"].float().numpy() for i in range(0, len(rows), 29)})
-print(json.dumps(out))
+answers = {}
+for name, (folder, dataset, fp8, sample) in jobs.items():
+    reader = transfer.FP8Transfer(Path(folder)) if fp8 else transfer.FileTransfer(Path(folder))
+    rows = H.dataset_rows(Path(dataset))
+    out = {}
+    for i, ids in enumerate(rows):
+        try:
+            data = reader.get_cached(i)
+            if data is not None:
+                check_hidden_states(data, ids.tolist())
+        except Exception as exc:  # what the trainer would skip or die on
+            out[i] = f"{type(exc).__name__}: {exc}"[:120]
+    if sample:
+        np.savez(sample, **{str(i): reader.get_cached(i)["hidden_states"].float().numpy()
+                            for i in range(0, len(rows), 29)})
+    answers[name] = out
+print(json.dumps(answers))
 """
 
 
-def _speculators_rejects(folder: Path, dataset: Path, fp8: bool, sample: Path | None = None) -> dict[int, str]:
-    """Rows whose file speculators' FileTransfer / FP8Transfer or check_hidden_states rejects, and why;
-    with ``sample``, every 29th row's states as FP8Transfer dequantizes them, saved there (.npz)."""
+def _speculators_rejects(jobs: dict[str, tuple[Path, Path, bool, Path | None]]) -> dict[str, dict[int, str]]:
+    """Per job (folder, dataset, fp8, sample): rows whose file speculators' FileTransfer / FP8Transfer or
+    check_hidden_states rejects, and why; with a sample path, every 29th row's states as FP8Transfer
+    dequantizes them, saved there (.npz)."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _SPECULATORS_CHECK, str(folder), str(dataset), "1" if fp8 else "0",
-                           str(sample or "")], capture_output=True, text=True, timeout=900)
+    arg = json.dumps({k: [str(f), str(d), fp8, str(s or "")] for k, (f, d, fp8, s) in jobs.items()})
+    done = subprocess.run([sys.executable, "-c", _SPECULATORS_CHECK, arg], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    return {k: {int(r): why for r, why in v.items()} for k, v in answers.items()}
+
+
+@pytest.fixture(scope="module")
+def speculators_verdicts(clean: Path, fp8: Path, tmp_path_factory) -> tuple[dict[str, dict[int, str]], Path]:
+    """speculators' reading of the two clean folders and of every mutant, in one process."""
+    sample = tmp_path_factory.mktemp("fp8") / "fp8-sample.npz"
+    jobs: dict[str, tuple[Path, Path, bool, Path | None]] = {
+        "bfloat16": (clean, H.dataset_dir(), False, None), "float8_e4m3fn": (fp8, H.dataset_dir(), True, sample)}
+    for name in sorted(M.MUTANTS):
+        m = M.build_mutant(name)
+        jobs[name] = (m.folder, m.dataset, m.dtype != "bfloat16", None)
+    return _speculators_rejects(jobs), sample
 
 
 def _suite_rows(folder: Path, dataset: Path, dtype: str, kinds: tuple[str, ...]) -> set[int]:
@@ -188,14 +207,14 @@ def _suite_rows(folder: Path, dataset: Path, dtype: str, kinds: tuple[str, ...])
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
-def test_speculators_reads_every_clean_file(dtype: str, clean: Path, fp8: Path, tmp_path: Path) -> None:
+def test_speculators_reads_every_clean_file(dtype: str, clean: Path, fp8: Path, speculators_verdicts) -> None:
     """FileTransfer / FP8Transfer load every file and check_hidden_states accepts it against its row;
     FP8Transfer's dequantized states are the suite's (to bfloat16 rounding)."""
+    verdicts, sample = speculators_verdicts
     folder = fp8 if dtype != "bfloat16" else clean
-    sample = tmp_path / "fp8-sample.npz" if dtype != "bfloat16" else None
-    assert _speculators_rejects(folder, H.dataset_dir(), dtype != "bfloat16", sample) == {}
+    assert verdicts[dtype] == {}
     assert _suite_rows(folder, H.dataset_dir(), dtype, C.SHARD_CHECKS) == set()
-    if sample is not None:
+    if dtype != "bfloat16":
         refs = np.load(sample)
         decoder = Decoder()
         assert len(refs.files) == len(range(0, H.ROWS, 29))
@@ -212,12 +231,12 @@ def test_speculators_reads_every_clean_file(dtype: str, clean: Path, fp8: Path, 
 
 
 @pytest.mark.parametrize("name", sorted(M.MUTANTS))
-def test_speculators_agrees_on_every_mutant_file(name: str) -> None:
+def test_speculators_agrees_on_every_mutant_file(name: str, speculators_verdicts) -> None:
     """Where speculators' loader and check see a defect, the suite names the same files, and no others;
     the defects it does not look for (zero or reordered layers, another model, another context, a wrong
     scale, missing or extra files) it accepts, file by file, while the suite names their rows."""
     m = M.build_mutant(name)
-    theirs = set(_speculators_rejects(m.folder, m.dataset, m.dtype != "bfloat16"))
+    theirs = set(speculators_verdicts[0][name])
     ours = _suite_rows(m.folder, m.dataset, m.dtype, (C.HEADER, C.ALIGNMENT, C.VALUES))
     if name in SPECULATORS_SEES:
         assert theirs == ours == set(m.rows)
@@ -285,8 +304,8 @@ def test_xdist_and_headers_only(pytester, contract_files) -> None:
     """-n 2 over 6 row shards gives the -n 0 verdicts and figures (one path: ShardReport -> Reducer);
     --hs-headers-only reads no tensor data and skips the value contracts."""
     m = M.build_mutant("layers_reversed")
-    _, single = run_suite(pytester, m.dataset, m.folder, contract_files["bfloat16"], "--shard-size=50")
-    _, spread = run_suite(pytester, m.dataset, m.folder, contract_files["bfloat16"], "--shard-size=50", "-n", "2")
+    _, single = run_suite(pytester, m.dataset, m.folder, contract_files["bfloat16"], "--shard-size=20")
+    _, spread = run_suite(pytester, m.dataset, m.folder, contract_files["bfloat16"], "--shard-size=20", "-n", "2")
     assert len(single["shards"]) == 6 and _same(single) == _same(spread)
     assert failing(spread) == {C.LAYER_NORMS}
     _, heads = run_suite(pytester, m.dataset, m.folder, contract_files["bfloat16"], "--hs-headers-only")
@@ -300,10 +319,10 @@ def test_split_parts_merge_to_the_whole(pytester, tmp_path: Path, contract_files
     from drafter_contracts.report.merge import merge_summaries
 
     m = M.build_mutant("missing_file")
-    _, whole = run_suite(pytester, m.dataset, m.folder, contract_files["bfloat16"], "--shard-size=50")
+    _, whole = run_suite(pytester, m.dataset, m.folder, contract_files["bfloat16"], "--shard-size=20")
     parts = []
     for k in (1, 2):
-        _, doc = run_suite(pytester, m.dataset, m.folder, contract_files["bfloat16"], "--shard-size=50", f"--split={k}/2")
+        _, doc = run_suite(pytester, m.dataset, m.folder, contract_files["bfloat16"], "--shard-size=20", f"--split={k}/2")
         (tmp_path / f"part{k}.json").write_text(json.dumps(doc))
         parts.append(tmp_path / f"part{k}.json")
     merged = merge_summaries(parts)
@@ -346,7 +365,7 @@ def test_spot_recompute_agrees_on_clean_and_catches_reordered_layers(clean: Path
     from drafter_contracts.hidden.recompute import spot_recompute
 
     model = H.model_dir()
-    ok = spot_recompute(clean, model, 0, H.ROWS, None, None, rows=[0, 91, 184])
+    ok = spot_recompute(clean, model, 0, H.ROWS, None, None, rows=[0, 45, 91])
     assert ok.ok and ok.rows_checked == 3
     m = M.build_mutant("layers_reversed")
     bad = spot_recompute(m.folder, model, 0, H.ROWS, None, None, rows=[0, *m.rows])

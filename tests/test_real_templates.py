@@ -23,6 +23,7 @@ import corpus_checks
 
 from drafter_testkit import real_templates as rt
 from drafter_testkit.template_table import TEMPLATE_DEFECTS, handling
+from drafter_testkit.tiers import TRL_DEFAULT, default_vendors, tiered
 from drafter_testkit.tokenizer import FIRST_SPECIAL_ID
 from drafter_contracts.spans.truth import CharClass, TemplateRejected, render_truth
 
@@ -36,10 +37,14 @@ TEMPLATES_DOC = DOCS.with_name("templates.md")
 XFAIL = TEMPLATE_DEFECTS
 
 
-def _param(name: str):
-    if name in XFAIL:
-        return pytest.param(name, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=XFAIL[name]))
-    return name
+def _xfail(name: str) -> tuple:
+    return (pytest.mark.xfail(strict=True, raises=AssertionError, reason=XFAIL[name]),) if name in XFAIL else ()
+
+
+#: Per-template parameters: the default tier's templates (drafter_testkit/tiers.py), the rest marked slow.
+TIERED = tiered(NAMES, TRL_DEFAULT)
+TIERED_XFAIL = tiered(NAMES, TRL_DEFAULT, _xfail)
+TIERED_TAGGED = tiered(TAGGED, TRL_DEFAULT)
 
 
 # --------------------------------------------------------------------------- the corpus and its tokenizers
@@ -74,7 +79,7 @@ def test_the_markers_a_template_writes_are_its_vendors_tokens(name: str) -> None
     assert not missing, f"{name} writes {missing}, which {vendor.name}'s token table lacks"
 
 
-@pytest.mark.parametrize("vendor", sorted(rt.VENDORS))
+@pytest.mark.parametrize("vendor", tiered(sorted(rt.VENDORS), default_vendors(TRL_DEFAULT, rt.vendor_of)))
 def test_vendor_tokenizer_ids(vendor: str) -> None:
     tok = rt.load_vendor_tokenizer(vendor)
     v = rt.VENDORS[vendor]
@@ -108,7 +113,7 @@ ASSISTANT_CLASSES = (CharClass.ASSISTANT, CharClass.REASONING, CharClass.TOOL_CA
 OTHER_CLASSES = (CharClass.SYSTEM, CharClass.USER, CharClass.TOOL)
 
 
-@pytest.mark.parametrize("name", TAGGED)
+@pytest.mark.parametrize("name", TIERED_TAGGED)
 def test_truth_agrees_with_the_generation_tags(name: str) -> None:
     tok, renders = _renders(name, DEFAULT_N)
     for case, tr in renders:
@@ -138,7 +143,7 @@ def test_docs_generation_tag_table_lists_every_tagged_template() -> None:
     assert sorted(_docs_rows()) == sorted(TAGGED)
 
 
-@pytest.mark.parametrize("name", TAGGED)
+@pytest.mark.parametrize("name", TIERED_TAGGED)
 def test_docs_generation_tag_row_is_current(name: str) -> None:
     """docs/real-templates.md says where the tags sit as measured (``python -m ...real_templates --placement``)."""
     assert _docs_rows().get(name) == rt.placement_row(name)
@@ -155,13 +160,13 @@ def _oracle_check(name: str, n: int, long: int = 0) -> int:
     return corpus_checks.oracle_check(rt, name, n, long)
 
 
-@pytest.mark.parametrize("name", [_param(n) for n in NAMES])
+@pytest.mark.parametrize("name", TIERED_XFAIL)
 def test_oracle_matches_truth(name: str) -> None:
     _oracle_check(name, DEFAULT_N)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [_param(n) for n in NAMES])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_xfail(n)) for n in NAMES])
 def test_oracle_matches_truth_sweep(name: str) -> None:
     """More conversations and long rows: the slow tier (``pytest -m slow``)."""
     _oracle_check(name, SLOW_N, SLOW_LONG)
@@ -174,7 +179,7 @@ def collection_order(item: pytest.Item) -> tuple[str, str]:
     return (rt.vendor_of(name).name if name in NAMES else name, name)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TIERED)
 def test_docs_template_table_is_current(name: str) -> None:
     """docs/templates.md shows, for every template, what auto does with it (regenerate: python -m
     drafter_testkit.template_table)."""

