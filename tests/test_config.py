@@ -143,6 +143,9 @@ def test_content_and_drift_tables(tmp_path):
     path.write_text(base + "\n[drift]\nsample_rows = -1\n")
     with pytest.raises(UsageProblem, match="sample_rows must be >= 0"):
         load_contract(path)
+    path.write_text(base + "\n[drift]\nsample_tokens = 0\n")
+    with pytest.raises(UsageProblem, match="sample_tokens must be >= 1"):
+        load_contract(path)
 
 
 def test_schema_lists_accepted_types(tmp_path):

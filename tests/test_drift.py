@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.checks.drift import REASON, check_tokenizer_drift, rows_per_shard, sample_rows
+from drafter_contracts.checks.drift import (REASON, check_tokenizer_drift, global_sample, rows_per_shard, sample_rows,
+                                           within_budget)
+from drafter_contracts.dataset import Shard
 from drafter_contracts.checks.view import RowView
 from drafter_contracts.dataset import Shard, ShardArrays
 from drafter_contracts.engine import Engine
@@ -107,6 +109,24 @@ def test_sample_is_seeded_spread_and_bounded():
     assert rows_per_shard(1000, 46) == 22 and rows_per_shard(0, 5) == 0
 
 
+def test_sample_is_bounded_in_tokens_per_shard_whatever_the_row_lengths():
+    shards = [Shard(0, 0, 500), Shard(1, 500, 1000)]
+    ordered = global_sample(shards, 100, 7)
+    assert [len(o) for o in ordered] == [100, 100]
+    assert all(((o >= s.start) & (o < s.stop)).all() for o, s in zip(ordered, shards))
+    assert [o.tolist() for o in global_sample(shards, 100, 7)] == [o.tolist() for o in ordered]  # fixed for a seed
+    length_of = {int(r): (4000 if r % 3 == 0 else 50) for o in ordered for r in o}  # long and short rows
+    picked = within_budget(ordered, length_of, 1000)
+    assert np.all(np.diff(picked) > 0)
+    for o in ordered:
+        mine = [int(r) for r in o if int(r) in set(picked.tolist())]
+        assert mine == [int(r) for r in o[:len(mine)]]  # a prefix in hash order: the same rows for any budget cut
+        tokens = sum(length_of[r] for r in mine)
+        assert tokens - length_of[mine[-1]] < 1000 <= tokens or len(mine) == len(o)  # stops at the row reaching it
+    assert len(within_budget(ordered, {r: 10**6 for r in length_of}, 1000)) == 2  # at least one row a shard
+    assert len(within_budget(ordered, length_of, 10**9)) == 200  # the row cap still holds
+
+
 def test_fewer_merges_tokenizer_keeps_ids_and_changes_splits(tmp_path, tokenizer_dir, tok):
     other = load_tokenizer(fewer_merges_tokenizer_dir(tmp_path / "tok"))
     text = "Composting is the art of turning scraps into soil."
@@ -133,7 +153,8 @@ def test_suite_catches_retokenized_dataset(pytester, drift_mutant, tokenizer_dir
     assert failed == {"tokenizer_drift"} == {t.removeprefix("test_") for t in mutation.expected_failures}
     assert result.ret == 1
     drift = summary["checks"]["tokenizer_drift"]
-    assert drift["rows_checked"] == 1000 and drift["rows_violating"] > 0
+    # 2,000 rows of ~310 tokens: the default 131,072-token budget stops the sample before its 1,000-row cap.
+    assert 300 < drift["rows_checked"] < 1000 and drift["rows_violating"] > 0
     out = result.stdout.str()
     assert "re-encoding with the tokenizer gives other ids at token" in out and "vs tokenizer [" in out
 

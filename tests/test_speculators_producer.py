@@ -128,9 +128,10 @@ def test_suite_passes_on_speculators_dataset(produced: Produced, tokenizer_dir: 
         assert check["verdict"] != "skip" or check["skip_reasons"], f"{name} skipped without a reason"
     assert checks["mask_on_assistant_spans"]["verdict"] == "pass"
     assert checks["mask_on_assistant_spans"]["rows_checked"] == produced.notes.rows
-    # Tokenizer drift: every row (fewer than the default sample) re-encodes to speculators' ids.
+    # Tokenizer drift: the rows of the default sample (400 rows are under its 1,000-row cap; its
+    # 131,072-token budget leaves out the last few) re-encode to speculators' ids.
     assert checks["tokenizer_drift"]["verdict"] == "pass"
-    assert checks["tokenizer_drift"]["rows_checked"] == produced.notes.rows
+    assert 0.95 * produced.notes.rows < checks["tokenizer_drift"]["rows_checked"] <= produced.notes.rows
     assert summary["figures"]["complete"] and summary["figures"]["supervised_share"] > 0
 
 

@@ -210,9 +210,11 @@ class ContentPolicy:
 
 @dataclass(frozen=True)
 class DriftPolicy:
-    """Tokenizer-drift sample (``[drift]``): about ``sample_rows`` rows spread over all shards."""
+    """Tokenizer-drift sample (``[drift]``): rows spread over all shards, until ``sample_tokens`` tokens or
+    ``sample_rows`` rows, whichever comes first (the cost is the tokens re-encoded, not the rows)."""
 
     sample_rows: int = 1000
+    sample_tokens: int = 131_072
     seed: int = 0
 
 
@@ -315,6 +317,7 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
     },
     "drift": {
         "sample_rows": (_INT, "drift.sample_rows"),
+        "sample_tokens": (_INT, "drift.sample_tokens"),
         "seed": (_INT, "drift.seed"),
     },
 }
@@ -525,5 +528,8 @@ def _check_values(c: Contract, where: str) -> None:
         raise UsageProblem(f"{where}: [content] block_size must be >= 1, got {c.content.block_size}")
     if c.drift.sample_rows < 0:
         raise UsageProblem(f"{where}: [drift] sample_rows must be >= 0 (0 turns the drift check off), got {c.drift.sample_rows}")
+    if c.drift.sample_tokens < 1:
+        raise UsageProblem(f"{where}: [drift] sample_tokens must be >= 1 (sample_rows = 0 turns the drift check off), "
+                           f"got {c.drift.sample_tokens}")
     if c.expected_count is not None and c.expected_count < 0:
         raise UsageProblem(f"{where}: expected_count must be >= 0, got {c.expected_count}")

@@ -239,7 +239,8 @@ def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT
             _key("block_size", ContentPolicy.block_size, "DFlash block size: anchors are never in a row's last block"),
             "",
             "[drift]",
-            _key("sample_rows", DriftPolicy.sample_rows, "rows re-encoded with the tokenizer (0: off)"),
+            _key("sample_rows", DriftPolicy.sample_rows, "at most this many rows re-encoded with the tokenizer (0: off)"),
+            _key("sample_tokens", DriftPolicy.sample_tokens, "and at most about this many tokens"),
             _key("seed", DriftPolicy.seed, "which rows"),
             ""]
     return "\n".join(out)

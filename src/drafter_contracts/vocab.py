@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import threading
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable
@@ -86,8 +87,36 @@ class Vocabulary:
 
     @cached_property
     def backend(self) -> Any:
-        """The ``tokenizers.Tokenizer`` (loaded on first use)."""
-        return self._load_backend()
+        """The ``tokenizers.Tokenizer`` (loaded on first use, or taken from :meth:`prefetch`'s thread)."""
+        loading = self.__dict__.get("_prefetch")
+        if loading is None:
+            return self._load_backend()
+        thread, box = loading
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["backend"]
+
+    def prefetch(self) -> None:
+        """Start parsing the tokenizer in a background thread; :attr:`backend` waits for it.
+
+        Parsing a large ``tokenizer.json`` takes seconds and ``tokenizers`` releases the GIL while it
+        does, so a process that will re-encode rows (the drift sample) starts the parse as soon as it
+        knows it, and the parse overlaps pytest's collection and the shard checks on another core.
+        """
+        if "backend" in self.__dict__ or "_prefetch" in self.__dict__:
+            return
+        box: dict[str, Any] = {}
+
+        def load() -> None:
+            try:
+                box["backend"] = self._load_backend()
+            except BaseException as exc:  # noqa: BLE001 re-raised where the backend is asked for
+                box["error"] = exc
+
+        thread = threading.Thread(target=load, name="drafter-contracts-tokenizer", daemon=True)
+        self.__dict__["_prefetch"] = (thread, box)
+        thread.start()
 
     @cached_property
     def token_to_id(self) -> dict[str, int]:

@@ -13,11 +13,13 @@ Legitimate non-canonical tokenizations are tolerated, each by one narrow rule:
 - a row cut mid-text (at ``max_len``, or a truncated turn): its last segment is
   compared only up to its last newline, where the pre-tokenizer always splits.
 
-The sample: every shard contributes ``ceil(sample_rows / shards)`` rows, chosen by
-the smallest values of a seeded 64-bit hash of the global row index, so the sample
-is spread over the whole dataset, fixed for a seed, and bounded in total. It is
-chosen from row indices alone and only the sampled rows are read (``take``), so one
-test does it all: one process loads the tokenizer, not every xdist worker.
+The sample: every shard contributes its rows in the order of a seeded 64-bit hash of
+the global row index, up to ``ceil(sample_rows / shards)`` rows and about
+``ceil(sample_tokens / shards)`` tokens, so the sample is spread over the whole
+dataset, fixed for a seed, and bounded in re-encoding work whatever the row lengths.
+Only the candidate rows are read (``take``), so one test does it all: one process
+loads the tokenizer, not every xdist worker; in a run without workers the parse
+starts with the run (``Vocabulary.prefetch``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from ..dataset import Shard, ShardArrays, _list_column
 from ..results import CheckResult, Violation
@@ -63,8 +66,9 @@ def sample_rows(view: RowView, shard_start: int, k: int, seed: int, usable: np.n
     return np.sort(candidates[chosen])
 
 
-def global_sample(shards: list, k: int, seed: int) -> np.ndarray:
-    """Global row indices: the ``k`` rows of each shard with the smallest seeded hash (a loop over shards only)."""
+def global_sample(shards: list, k: int, seed: int) -> list[np.ndarray]:
+    """Per shard, global row indices of its ``k`` rows with the smallest seeded hash, in hash order
+    (a loop over shards only): a prefix of each is the shard's sample, whatever budget cuts it."""
     out = []
     salt = mix64(np.array([seed], dtype=np.uint64))
     for s in shards:
@@ -73,8 +77,19 @@ def global_sample(shards: list, k: int, seed: int) -> np.ndarray:
             continue
         h = mix64(idx ^ salt)
         pick = np.argpartition(h, k - 1)[:k] if len(idx) > k else np.arange(len(idx))
-        out.append(s.start + pick.astype(np.int64))
-    return np.sort(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+        out.append(s.start + pick[np.argsort(h[pick], kind="stable")].astype(np.int64))
+    return out
+
+
+def within_budget(ordered: list[np.ndarray], length_of: dict[int, int], budget: int) -> np.ndarray:
+    """Sorted global rows: each shard's hash-ordered rows up to the one that reaches ``budget`` tokens
+    (at least one row a shard), so the sample's cost is bounded in tokens whatever the row lengths."""
+    keep = []
+    for rows in ordered:
+        lengths = np.fromiter((length_of[int(r)] for r in rows), dtype=np.int64, count=len(rows))
+        before = np.cumsum(lengths) - lengths  # tokens taken before each row
+        keep.append(rows[before < max(budget, 1)])
+    return np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.int64)
 
 
 def segments(view: RowView, rows: np.ndarray, special: np.ndarray) -> list[Segment]:
@@ -162,16 +177,22 @@ def run_drift(e) -> CheckResult:
         return CheckResult("tokenizer_drift", "dataset", skipped=e.column_problems["input_ids"])
     # Rows per shard from the whole plan, drawn from this part's shards: the parts of a
     # --split run sample exactly the rows one machine would have.
-    k = rows_per_shard(e.contract.drift.sample_rows, len(e.all_shards))
+    drift = e.contract.drift
+    k = rows_per_shard(drift.sample_rows, len(e.all_shards))
     readable = [s for s in e.shards if e.unreadable(s) is None]  # damaged rows are arrow_integrity's
-    picked = global_sample(readable, k, e.contract.drift.seed)
-    part = e.dataset.take_rows(picked)  # sorted by global_sample
+    ordered = global_sample(readable, k, drift.seed)
+    candidates = np.sort(np.concatenate(ordered)) if ordered else np.zeros(0, dtype=np.int64)
+    part = e.dataset.take_rows(candidates)
+    lengths = _list_column(part.column("input_ids")).lengths
+    budget = rows_per_shard(drift.sample_tokens, len(e.all_shards))
+    picked = within_budget(ordered, dict(zip(candidates.tolist(), lengths.tolist())), budget)
+    part = part.take(pa.array(np.searchsorted(candidates, picked)))  # a table of at most sample_rows rows
     a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),
                     _list_column(part.column("loss_mask")) if "loss_mask" not in e.column_problems else None,
                     None, None)
     view = usable_view(a)
     result = check_tokenizer_drift(view, a, e.vocab.backend, e.special_ids, e.vocab.known,
-                                   len(picked), e.contract.drift.seed)
+                                   len(picked), drift.seed)
     result.scope = "dataset"
     result.examples = [Violation(int(picked[v.row]), v.position, v.reason) for v in result.examples]
     return result
