@@ -9,13 +9,17 @@ Each round times, back to back, from an empty folder (no conftest.py of this rep
 * ``check``: the README's own gate command on a 3,000-row Qwen3.6 dataset, with a contract that
   ``drafter-contracts init`` wrote for it (so the drift sample is on and the tokenizer is parsed):
   ``pytest --dataset-path=DS --contract=contract.toml -n auto``;
+* ``checkout``: the same command run from this repository's checkout, where the README's demo runs
+  (pytest then loads the project's own ``tests/conftest.py`` as an initial conftest of ``testpaths``,
+  so what it imports counts);
 * ``unrelated`` with and without the plugin: one trivial test in a folder of its own, the cost the
   installed package adds to every pytest run in its environment (fastest run of each way, interleaved,
   so that the machine's noise, ±100 ms under load, does not drown a few milliseconds). The entry
   point's own import time on top of pytest's is reported beside it.
 
-Targets: ``check / bare <= 4`` (median of the rounds' own ratios), ``-n auto`` starts no more
-workers than there are shards, and the plugin adds <= 50 ms to an unrelated run.
+Targets: ``check / bare <= 2.5`` from an empty folder and from the checkout (medians of the rounds'
+own ratios), ``-n auto`` starts no more workers than there are shards, and the plugin adds <= 50 ms
+to an unrelated run.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGETS = {"check_over_bare": 4.0, "plugin_overhead_s": 0.050}
+TARGETS = {"check_over_bare": 2.5, "checkout_over_bare": 2.5, "plugin_overhead_s": 0.050}
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess]:
@@ -63,6 +67,7 @@ def main() -> int:
     parser.add_argument("--report", type=Path, default=Path("reports/fixed-cost.json"))
     args = parser.parse_args()
 
+    from drafter_testkit import REPO
     from drafter_testkit.generate import fixture_dataset_dir
     from drafter_testkit.tokenizer import qwen36_tokenizer_dir
 
@@ -94,14 +99,19 @@ def main() -> int:
         if proc.returncode != 0:
             print(proc.stdout[-4000:] + proc.stderr[-2000:])
             return 1
+        t_checkout, from_repo = timed(check_cmd, REPO)
+        if from_repo.returncode != 0:
+            print(from_repo.stdout[-4000:] + from_repo.stderr[-2000:])
+            return 1
         m = re.search(r"created: (\d+)/\d+ workers", proc.stdout)
         workers = int(m.group(1)) if m else 0
         summary = json.loads((work / "reports" / "summary.json").read_text())
         rounds.append({"load_avg_1m": load, "bare_s": round(t_bare, 3), "check_s": round(t_check, 3),
-                       "check_over_bare": round(t_check / t_bare, 3), "workers": workers,
+                       "check_over_bare": round(t_check / t_bare, 3), "checkout_s": round(t_checkout, 3),
+                       "checkout_over_bare": round(t_checkout / t_bare, 3), "workers": workers,
                        "shards": summary["figures"]["shards_total"]})
         print(f"round {r + 1}: load {load:.1f} · bare {t_bare:.2f} s · check {t_check:.2f} s "
-              f"(x{t_check / t_bare:.2f}) · workers {workers} for {rounds[-1]['shards']} shard(s)", flush=True)
+              f"(x{t_check / t_bare:.2f}) · from the checkout {t_checkout:.2f} s (x{t_checkout / t_bare:.2f}) · workers {workers} for {rounds[-1]['shards']} shard(s)", flush=True)
 
     with_plugin, without = [], []
     for _ in range(args.plain_repeats):  # interleaved, so the machine's drift hits both alike
@@ -119,6 +129,7 @@ def main() -> int:
         "unrelated_with_plugin_s": {"min": round(min(with_plugin), 4), "median": round(statistics.median(with_plugin), 4)},
         "unrelated_without_plugin_s": {"min": round(min(without), 4), "median": round(statistics.median(without), 4)},
         "check_over_bare_median": round(med("check_over_bare"), 3),
+        "checkout_over_bare_median": round(med("checkout_over_bare"), 3),
         # the fastest run of each way: the least disturbed runs of a noisy machine
         "plugin_overhead_s": round(min(with_plugin) - min(without), 4),
         "workers_max": max(r["workers"] for r in rounds), "shards": rounds[0]["shards"],
@@ -126,12 +137,14 @@ def main() -> int:
     }
     result["met"] = {
         "check_over_bare": result["check_over_bare_median"] <= TARGETS["check_over_bare"],
+        "checkout_over_bare": result["checkout_over_bare_median"] <= TARGETS["checkout_over_bare"],
         "plugin_overhead_s": result["plugin_overhead_s"] <= TARGETS["plugin_overhead_s"],
         "workers_le_shards": all(r["workers"] <= r["shards"] for r in rounds),
     }
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"check / bare: median {result['check_over_bare_median']:.2f} (target <= {TARGETS['check_over_bare']:g}); "
+    print(f"check / bare: median {result['check_over_bare_median']:.2f}, from the checkout "
+          f"{result['checkout_over_bare_median']:.2f} (target <= {TARGETS['check_over_bare']:g}); "
           f"plugin overhead (fastest of {args.plain_repeats} each way) {result['plugin_overhead_s'] * 1000:.0f} ms "
           f"(target <= 50 ms), entry point "
           f"import {result['entry_point_import_us'] / 1000:.1f} ms (an unrelated run imports {', '.join(ours)}); workers <= shards: {result['met']['workers_le_shards']}; "
