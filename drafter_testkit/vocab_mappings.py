@@ -171,3 +171,36 @@ def case_dir(name: str) -> Path:
 
 def specforge_file(folder: Path) -> Path:
     return folder / "cache" / "vocab_mapping.pt"
+
+
+_ON_COUNTS_SCRIPT = r"""
+import json, sys
+from collections import Counter
+sys.path.append(sys.argv[1]); sys.path.append(sys.argv[2])
+from speculators.train.vocab_mapping import build_vocab_mappings_from_distribution
+from specforge.data.preprocessing import process_token_dict_to_mappings
+out = []
+for pairs, n, target in json.loads(sys.argv[3]):
+    freq = {int(i): int(c) for i, c in pairs}  # insertion order as given: SpecForge's tie order
+    _, t2d = build_vocab_mappings_from_distribution(dict(freq), n, target)
+    _, t2d_forge = process_token_dict_to_mappings(Counter(freq), n, target)
+    out.append([t2d.nonzero().flatten().tolist(), t2d_forge.nonzero().flatten().tolist()])
+print(json.dumps(out))
+"""
+
+
+def producers_on_counts(draws: list[tuple[list[int], int]], scratch: Path, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """Both producers' selections (ascending target ids) for dense counts and draft sizes; the supervised
+    ids reach SpecForge's Counter in a shuffled order, so its ties are not broken by id."""
+    rng = np.random.default_rng(seed)
+    jobs = []
+    for counts, n in draws:
+        ids = [i for i, c in enumerate(counts) if c]
+        rng.shuffle(ids)
+        jobs.append([[[i, counts[i]] for i in ids], n, len(counts)])
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run([sys.executable, "-c", _ON_COUNTS_SCRIPT, str(SPECULATORS), str(SPECFORGE), json.dumps(jobs)],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=scratch)
+    if done.returncode:
+        raise RuntimeError(f"producer subprocess failed:\n{done.stderr[-3000:]}")
+    return [tuple(x) for x in json.loads(done.stdout.strip().splitlines()[-1])]
