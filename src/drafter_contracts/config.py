@@ -258,6 +258,8 @@ class Contract:
     mask_how: str = ""
     #: ``[hidden_states]``: what the hidden-states folder must hold (hidden/policy.py).
     hidden_states: Any = None
+    #: ``[vocab]``: the draft vocabulary's pins and coverage thresholds (draftvocab/policy.py).
+    vocab: Any = None
 
     def count_bounds(self) -> tuple[int, int] | None:
         """Inclusive [low, high] row count the dataset must fall in, or None if undeclared."""
@@ -369,11 +371,11 @@ def _flatten(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Validate the TOML document against _SCHEMA and return {attribute: value}."""
     values: dict[str, Any] = {}
     for table, body in doc.items():
-        if table in ("schema", "hidden_states"):  # hidden_states: hidden/policy.py parses it
+        if table in ("schema", "hidden_states", "vocab"):  # hidden/policy.py and draftvocab/policy.py parse those
             continue
         if table not in _SCHEMA:
-            raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, ['schema', *_SCHEMA, 'hidden_states'])}; "
-                               f"allowed: {', '.join(['schema', *_SCHEMA, 'hidden_states'])}")
+            raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, ['schema', *_SCHEMA, 'hidden_states', 'vocab'])}; "
+                               f"allowed: {', '.join(['schema', *_SCHEMA, 'hidden_states', 'vocab'])}")
         if not isinstance(body, dict):
             raise UsageProblem(f"{where}: '{table}' must be a table ([{table}]), got {type(body).__name__}")
         for key, value in body.items():
@@ -442,6 +444,9 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     from .hidden.policy import parse_policy
 
     flat["hidden_states"] = parse_policy(doc.get("hidden_states"), where, path)
+    from .draftvocab.policy import parse_policy as parse_vocab
+
+    flat["vocab"] = parse_vocab(doc.get("vocab"), where, path)
     contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs),
                         baseline=_baseline_policy(flat, where), **flat)
     _check_values(contract, where)

@@ -207,6 +207,7 @@ class Engine:
     token_freq_path: Path | None = None  # --token-freq FILE, else token_freq.pt beside the dataset if present
     oracle: SpanOracle | None = None  # the verified template profile, how it was chosen, and the labeller
     split: tuple[int, int] | None = None  # (K, N): check only the K-th of N shard groups (--split K/N)
+    vocab_mapping: Any = None  # draftvocab.files.MappingSource: the d2t/t2d the draft-vocabulary contracts read
     hidden: Any = None  # hidden.run.HiddenRun: the hidden-states folder the hidden-state contracts read, if any
 
     def __post_init__(self) -> None:

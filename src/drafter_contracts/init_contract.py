@@ -53,6 +53,7 @@ class Observed:
     template: dict[str, Any] | None = None  # engine.oracle.to_dict()
     convention: str | None = None  # the mask convention inferred from the first rows (conventions.infer)
     convention_how: str = ""
+    draft: dict[str, Any] | None = None  # the draft vocabulary found (draftvocab.pins): size, fingerprint, coverage
     seconds: float = 0.0
 
 
@@ -62,7 +63,7 @@ def _add(into: dict[str, int], part: dict[str, int] | None) -> None:
 
 
 def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | None = None,
-            template_profile: str = "auto", family: str = "chatml") -> Observed:
+            template_profile: str = "auto", family: str = "chatml", vocab_mapping: str | None = None) -> Observed:
     """One pass of the engine over every shard, keeping only the sums a contract pins."""
     import time
 
@@ -90,6 +91,15 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
         seen.convention, seen.convention_how = engine.contract.mask.convention, engine.contract.mask_how
     has_mask = "loss_mask" not in engine.column_problems
     seen.supervised_tokens = 0 if has_mask else None
+    from .draftvocab.files import locate
+    from .draftvocab.policy import VocabPolicy
+
+    from .draftvocab.contracts import shard_coverage
+    from .draftvocab.pins import observe_mapping
+
+    engine.vocab_mapping = locate(dataset.path, vocab_mapping, VocabPolicy())
+    counts: list[dict] = []
+    rows: list[dict | None] = []
     for shard in engine.shards:
         st = engine.stats(shard)
         if st is None:
@@ -108,6 +118,13 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
                 seen.min_supervised = low if seen.min_supervised is None else min(seen.min_supervised, low)
         _add(seen.role_tokens, st.get("role_tokens"))
         _add(seen.role_supervised, st.get("role_supervised"))
+        if st.get("supervised_id_counts") is not None:
+            counts.append(st["supervised_id_counts"])
+            rows.append(shard_coverage(engine, shard))  # while the shard is in memory
+    if has_mask and counts:
+        seen.draft = observe_mapping(engine, counts, rows)
+        if seen.draft is not None and vocab_mapping:
+            seen.draft["mapping"] = str(Path(vocab_mapping).expanduser().resolve())
     lengths = engine.row_lengths
     if lengths is not None and len(lengths) and seen.seq_len_max is not None:
         seen.rows_at_max = int((lengths == seen.seq_len_max).sum())
@@ -233,7 +250,7 @@ def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT
     else:
         out.append("# No tokenizer given to init: the contracts that read tokens skip until one is set here")
         out.append("# (path = \"DIR\") or passed with --tokenizer.")
-    out += ["", *mask(seen), "",
+    out += ["", *mask(seen), "", *vocab_section(seen), "",
             "[content]",
             _key("strict", ContentPolicy.strict, "false: suspicious content (duplicates, placeholder replies) warns"),
             _key("block_size", ContentPolicy.block_size, "DFlash block size: anchors are never in a row's last block"),
@@ -244,6 +261,25 @@ def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT
             _key("seed", DriftPolicy.seed, "which rows"),
             ""]
     return "\n".join(out)
+
+
+def vocab_section(seen: Observed) -> list[str]:
+    """``[vocab]``: the draft vocabulary found beside the dataset, pinned with the coverage observed."""
+    d = seen.draft
+    if d is None:
+        return ["[vocab]", "# No draft vocabulary (d2t-N.npy / t2d-N.npy) beside the dataset: its contracts skip until one",
+                "# is there or passed with --vocab-mapping FILE."]
+    if d.get("problem"):
+        return ["[vocab]", f"# The draft vocabulary beside the dataset could not be pinned: {d['problem']}"]
+    return ["[vocab]",
+            f"# Found {d['files']}; observed coverage {d['coverage']:.4%} of the supervised tokens,",
+            f"# lowest row {d['lowest_row']:.2%}.",
+            *([_key("mapping", d["mapping"], "the mapping file given to init")] if d.get("mapping") else []),
+            _key("draft_vocab_size", d["draft_vocab_size"], "N: the pair d2t-N.npy / t2d-N.npy checked"),
+            _key("target_vocab_size", d["target_vocab_size"], "len(t2d): the target model's vocabulary"),
+            _key("fingerprint", d["fingerprint"], "another selection fails vocab_mapping_consistent"),
+            _key("min_coverage", d["min_coverage"], "the observed coverage, rounded down"),
+            "# min_row_coverage = 0.5                  # uncomment to fail rows whose supervised tokens are mostly outside"]
 
 
 def write_contract(text: str, out: Path, force: bool = False) -> Path:
@@ -265,7 +301,8 @@ def write_contract(text: str, out: Path, force: bool = False) -> Path:
 
 def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool = False,
              count_tolerance: str = DEFAULT_TOLERANCE, max_len: int | None = None, name: str | None = None,
-             dataset_split: str | None = None, template_profile: str = "auto") -> tuple[Observed, Path]:
+             dataset_split: str | None = None, template_profile: str = "auto",
+             vocab_mapping: str | None = None) -> tuple[Observed, Path]:
     """Check the arguments, observe the dataset, write the contract; UsageProblem on bad input."""
     from .config import Tolerance
     from .tokenizer_source import resolve_tokenizer
@@ -283,7 +320,12 @@ def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool =
         resolve_tokenizer(tokenizer)
         path = Path(tokenizer).expanduser()
         tokenizer = str(path.resolve()) if path.exists() else tokenizer  # a committed contract must not depend on cwd
-    seen = observe(dataset_dir, tokenizer, dataset_split=dataset_split, template_profile=template_profile)
+    if vocab_mapping:
+        from .draftvocab.policy import check_mapping_path
+
+        check_mapping_path(vocab_mapping, "init --vocab-mapping")
+    seen = observe(dataset_dir, tokenizer, dataset_split=dataset_split, template_profile=template_profile,
+                   vocab_mapping=vocab_mapping)
     if max_len is not None and seen.seq_len_max is not None and seen.seq_len_max > max_len:
         raise UsageProblem(f"init --max-len {max_len}: the dataset has rows of {seen.seq_len_max:,} tokens; "
                            "pass the cap the dataset was truncated at")

@@ -77,6 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--baseline", metavar="FILE", help="compare the dataset with a profile saved by --save-baseline; "
                                                    "thresholds from the contract's [baseline] table")
     g.addoption("--token-freq", metavar="FILE", help="token_freq.pt to check (default: the one beside the dataset, if any)")
+    g.addoption("--vocab-mapping", metavar="FILE", help="draft vocabulary to check: vocab_mapping.pt ({'d2t','t2d'}) "
+                "or one file of a d2t-N.npy / t2d-N.npy pair (default: the pair beside the dataset, if any)")
     g.addoption("--template-profile", metavar="NAME|auto",
                 help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in "
                      "(chatml, phi4, llama3, gemma, mistral, deepseek)")
@@ -278,6 +280,10 @@ def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
         if value and not Path(value).expanduser().is_file():
             hint = "the token_freq.pt written with the dataset" if name == "token_freq" else "a file written by --save-baseline"
             raise UsageProblem(f"--{name.replace('_', '-')} {value}: no such file; pass {hint}")
+    if opt("vocab_mapping"):
+        from .draftvocab.policy import check_mapping_path
+
+        check_mapping_path(opt("vocab_mapping"), "--vocab-mapping")
     save = opt("save_baseline")
     if save:
         target = Path(save).expanduser().resolve()

@@ -54,6 +54,9 @@ def build_engine(config: pytest.Config) -> Engine:
     token_freq = config.getoption("token_freq")
     if token_freq:
         engine.token_freq_path = Path(token_freq).expanduser()  # options checked that it is a file
+    from .draftvocab.files import locate
+
+    engine.vocab_mapping = locate(dataset.path, config.getoption("vocab_mapping"), contract.vocab)
     if vocab is not None:
         vocab.save_tables()  # the profile has made its lookups: workers start from the cache
     problem = engine.coverage_problem()

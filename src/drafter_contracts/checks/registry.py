@@ -128,7 +128,8 @@ class Spec:
 #: Modules that declare contracts, in report order (the order of summary.json and the terminal);
 #: within a module, the order of its ``register`` calls. A module of new contracts is one entry here.
 MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset_level", "drafter_contracts.checks.rows",
-           "drafter_contracts.checks.spans", "drafter_contracts.checks.token_freq", "drafter_contracts.checks.drift",
+           "drafter_contracts.checks.spans", "drafter_contracts.checks.token_freq",
+           "drafter_contracts.draftvocab.contracts", "drafter_contracts.checks.drift",
            "drafter_contracts.completeness", "drafter_contracts.checks.content", "drafter_contracts.report.baseline",
            "drafter_contracts.hidden.contracts")
 _SPECS: dict[str, tuple[tuple[int, int], Spec]] = {}

@@ -347,11 +347,18 @@ def render(summary: dict[str, Any]) -> str:
 {_unchecked(summary)}
 <h2>Dataset</h2><table class="figures">{fig_rows}</table>
 <h2>Plots</h2><div class="plots">{"".join(plots)}</div>
+{_draft_vocab(summary)}
 <h2>Violating rows</h2>{_violations(checks)}
 {_hidden(summary)}
 <script>{JS}</script>
 </body></html>
 """
+
+
+def _draft_vocab(summary: dict[str, Any]) -> str:
+    from ..draftvocab.report import html_section
+
+    return html_section(summary)
 
 
 def _hidden(summary: dict[str, Any]) -> str:
