@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+#: Contracts whose input is a file beside the data: a plain dataset skips them, each with its reason.
+NEEDS_A_FILE = frozenset({"token_freq", "vocab_mapping_consistent", "vocab_mapping_matches_data", "draft_vocab_coverage"})
+
 
 def read_summary(report_dir: Path) -> dict[str, Any] | None:
     """``report_dir/summary.json`` parsed, or None when the run wrote none."""

@@ -8,7 +8,7 @@ import pytest
 
 from drafter_contracts.engine import CONTENT_CHECKS
 from drafter_testkit.producers import convention_dataset_dir
-from helpers import run_inprocess
+from helpers import NEEDS_A_FILE, run_inprocess
 
 MAX_LEN = 2048
 
@@ -34,7 +34,7 @@ def test_per_turn_rows_pass_their_contract(pytester, per_turn, tokenizer_dir):
     verdicts = {k: c["verdict"] for k, c in summary["checks"].items()}
     assert verdicts.pop("row_count") == "skip"  # the convention contracts declare no row count
     assert "fail" not in verdicts.values() and verdicts["mask_covers_assistant_spans"] == "pass"
-    assert {k for k, v in verdicts.items() if v != "pass"} <= {*CONTENT_CHECKS, "token_freq"}, verdicts
+    assert {k for k, v in verdicts.items() if v != "pass"} <= {*CONTENT_CHECKS, *NEEDS_A_FILE}, verdicts
     assert summary["contract"]["mask"]["turns"] == "last"
     by_role = summary["figures"]["supervised_role_tokens"]
     assert sum(by_role.values()) == summary["figures"]["supervised_tokens"]

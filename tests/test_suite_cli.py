@@ -23,7 +23,7 @@ from drafter_contracts.engine import (
     SHARD_CHECKS,
 )
 from drafter_testkit.mutants import MUTANTS
-from helpers import run_pytest
+from helpers import NEEDS_A_FILE, run_pytest
 
 FIXTURE_ROWS = 2000
 
@@ -67,9 +67,9 @@ def test_clean_dataset_passes(clean_runs):
     assert len(v) == len(DATASET_CHECKS) + len(ROW_CHECKS) + len(GLOBAL_CHECKS) + len(CONTENT_CHECKS)
     assert "fail" not in v.values()
     # Content contracts only warn (the fixture holds "OK." replies like the 913,786-row Qwen3.6 dataset); the rest pass.
-    assert {k for k, x in v.items() if x != "pass"} <= {"token_freq", "duplicate_rows", "placeholder_replies",
+    assert {k for k, x in v.items() if x != "pass"} <= {*NEEDS_A_FILE, "duplicate_rows", "placeholder_replies",
                                                           "cut_mid_reply", "short_rows", "dflash_anchors"}
-    assert v["token_freq"] == "skip" and v["tokenizer_drift"] == "pass"
+    assert all(v[k] == "skip" for k in NEEDS_A_FILE) and v["tokenizer_drift"] == "pass"
     figures = summary["figures"]
     assert figures["complete"] and figures["rows"] == FIXTURE_ROWS
     assert 0 < figures["supervised_share"] < 1
