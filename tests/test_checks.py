@@ -162,3 +162,25 @@ def test_wrong_tokenizer_is_refused_before_any_test(clean_dataset, vocab):
     small.known[1000:248044] = False  # a tokenizer that knows only 1,000 base tokens
     problem = Engine(open_dataset(clean_dataset), contract, small).coverage_problem()
     assert problem and "are not its tokens" in problem
+
+
+def test_a_row_is_counted_under_every_rule_it_breaks_most_severe_first(tmp_path, good, enc, vocab, contract, chatml):
+    ids, mask = good
+    later = enc("<|im_start|>user\nthanks<|im_end|>\n")
+    row = ids + later
+    end = len(ids) - 2  # the assistant's <|im_end|>: a marker, met first in the row
+    user = len(ids) + 3  # "thanks", the later user turn's text: more severe, met later
+    assert vocab.decode([row[end]]) == "<|im_end|>" and "thanks" in vocab.decode([row[user]])
+    both = [i in (end, user) or x for i, x in enumerate(mask + [False] * len(later))]
+    end_only = [i == end or x for i, x in enumerate(mask + [False] * len(later))]
+    a = shard_of(tmp_path, table([(row, both, len(row)), (row, end_only, len(row))]))
+    v = usable_view(a)
+    labels = chatml.label(v.ids, v.offsets, contract.max_len)
+    r = spans.check_mask_on_assistant_spans(v, a, labels, contract)
+    user_text, end_text = "user token supervised", "assistant end-of-turn token supervised (policy: end_of_turn = false)"
+    assert r.rows_violating == 2
+    assert r.by_reason == {user_text: 1, end_text: 2} and list(r.by_reason) == [user_text, end_text]
+    assert r.severity[user_text] < r.severity[end_text]
+    first, second = r.examples
+    assert (first.row, first.position) == (0, user) and first.reason == f"{user_text} (also: {end_text})"
+    assert (second.row, second.position, second.reason) == (1, end, end_text)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import NEEDS_A_FILE
 from drafter_contracts.checks.spans import disallowed_supervision
 from drafter_contracts.config import MaskPolicy
 from drafter_contracts.dataset import Shard, open_dataset
@@ -83,9 +84,9 @@ def test_clean_family_dataset_passes_the_whole_suite(pytester, family):
     summary = json.loads((pytester.path / "reports" / "summary.json").read_text())
     verdicts = {k: c["verdict"] for k, c in summary["checks"].items()}
     assert result.ret == 0, verdicts
-    # content contracts only warn and token_freq.pt is optional; every other contract passes
+    # content contracts only warn, token_freq.pt and d2t/t2d are optional; every other contract passes
     assert "fail" not in verdicts.values()
-    assert {k for k, v in verdicts.items() if v != "pass"} <= {*CONTENT_CHECKS, "token_freq"}, verdicts
+    assert {k for k, v in verdicts.items() if v != "pass"} <= {*CONTENT_CHECKS, *NEEDS_A_FILE}, verdicts
     assert summary["tokenizer"]["template_profile"]["name"] == family
     roles = summary["figures"].get("role_tokens") or {}
     if roles:

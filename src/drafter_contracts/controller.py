@@ -279,7 +279,7 @@ class ContractRun:
         count = lambda v: sum(c["verdict"] == v for c in checks.values())  # noqa: E731
         rest = ", ".join(f"{n} {w}" for n, w in ((count("warn"), "warn"), (count("skip"), "skipped")) if n)
         return (f"drafter-contracts: {count('fail')} of {len(checks)} contracts violated on {self.summary['figures']['rows']:,} "
-                f"rows{'; ' + rest if rest else ''} (exit {code})")
+                f"rows{worst_reason(checks)}{'; ' + rest if rest else ''} (exit {code})")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:
@@ -296,6 +296,17 @@ class ContractRun:
             terminalreporter.line(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} shards, "
                                   f"{self.summary['figures']['rows']:,} rows; join all parts with "
                                   "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")
+
+
+def worst_reason(checks: dict[str, Any]) -> str:
+    """``: 189 rows with tool output supervised (mask_on_assistant_spans)``: the most severe ranked reason of the
+    failing contracts, which the verdict line leads with ('' when no failing contract ranks its reasons)."""
+    ranked = [(c["severity"][r], -n, r, name) for name, c in checks.items() if c["verdict"] == "fail"
+              for r, n in c["by_reason"].items() if r in (c.get("severity") or {})]
+    if not ranked:
+        return ""
+    _, n, reason, name = min(ranked)
+    return f"; worst: {-n:,} rows with {reason} ({name})"
 
 
 def warn_excerpts(summary: dict[str, Any], limit: int = 1) -> list[str]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .checks import policy, registry
 from .config import Contract
-from .results import CheckResult, Violation
+from .results import CheckResult, Violation, ordered_reasons
 from .spans.labels import ROLE_NAMES, Labels, Role
 from .vocab import Vocabulary
 
@@ -196,7 +196,7 @@ def format_failure(result: CheckResult, engine) -> str:
     if result.message:
         return f"{result.check}: {result.message}"
     lines = [f"{result.check}: {result.rows_violating:,} of {result.rows_checked:,} rows violate ({result.scope})"]
-    for reason, count in sorted(result.by_reason.items(), key=lambda kv: -kv[1]):
+    for reason, count in ordered_reasons(result.by_reason, result.severity):
         lines.append(f"  {count:,} × {reason}")
     shown = ", ".join(str(v.row) for v in result.examples[:10])
     more = " …" if result.rows_violating > 10 else ""

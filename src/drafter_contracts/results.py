@@ -36,6 +36,8 @@ class CheckResult:
     hint: str = ""  # when most rows break a mask rule: the convention they fit, found by running it
     #: Violating rows per reason code (what hints are keyed by); not part of the reported record.
     by_code: dict[int, int] = field(default_factory=dict, compare=False)
+    #: Severity rank per reason of ``by_reason`` (0 most severe): reports list reasons in this order.
+    severity: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -71,6 +73,51 @@ def row_result(check: str, scope: str, rows_checked: int, rows: np.ndarray, posi
                 for r, p, c in zip(rows[:MAX_EXAMPLES], positions[:MAX_EXAMPLES], reasons[:MAX_EXAMPLES])]
     return CheckResult(check, scope, rows_checked, int(len(rows)), by_reason, examples,
                        by_code={int(c): int(k) for c, k in zip(codes, counts)})
+
+
+#: The rank of a reason no severity was given for: after every ranked one.
+UNRANKED = 99
+
+
+def ordered_reasons(by_reason: dict[str, int], severity: dict[str, int] | None = None) -> list[tuple[str, int]]:
+    """``by_reason``'s items, most severe first (then most rows): what every report lists first."""
+    rank = severity or {}
+    return sorted(by_reason.items(), key=lambda kv: (rank.get(kv[0], UNRANKED), -kv[1], kv[0]))
+
+
+def multi_reason_result(check: str, scope: str, rows_checked: int, hit_rows: np.ndarray, hit_positions: np.ndarray,
+                        hit_codes: np.ndarray, reason_text: dict[int, str], rank: dict[int, int],
+                        row_offset: int) -> CheckResult:
+    """A CheckResult from every offending token (shard-local row, position in it, reason code each).
+
+    A row that breaks the contract in several ways counts under each of its reasons (``by_reason``:
+    rows per reason; ``rows_violating`` counts it once). Its example names its most severe reason (the
+    lowest ``rank``) at that reason's first token, and the others after it; examples and reasons are
+    listed most severe first.
+    """
+    if not len(hit_rows):
+        return CheckResult(check, scope, rows_checked)
+    codes = hit_codes.astype(np.int64)
+    ranks = np.array([rank.get(int(c), UNRANKED) for c in range(int(codes.max()) + 1)], dtype=np.int64)[codes]
+    order = np.lexsort((hit_positions, ranks, hit_rows))  # by row, most severe first, earliest first
+    rows, positions, codes, ranks = hit_rows[order], hit_positions[order], codes[order], ranks[order]
+    width = int(codes.max()) + 1
+    pairs = np.unique(rows.astype(np.int64) * width + codes)  # (row, reason) once each
+    pair_rows, pair_codes = pairs // width, pairs % width
+    by_code_codes, counts = np.unique(pair_codes, return_counts=True)
+    by_code = {int(c): int(k) for c, k in zip(by_code_codes, counts)}
+    by_reason = dict(ordered_reasons({reason_text[c]: k for c, k in by_code.items()},
+                                     {reason_text[c]: rank.get(c, UNRANKED) for c in by_code}))
+    row_ids, first = np.unique(rows, return_index=True)  # each row's most severe, earliest offence
+    shown = np.lexsort((row_ids, ranks[first]))[:MAX_EXAMPLES]
+    examples = []
+    for i in shown.tolist():
+        r, c = int(row_ids[i]), int(codes[first[i]])
+        others = sorted((int(x) for x in pair_codes[pair_rows == r] if int(x) != c), key=lambda x: (rank.get(x, UNRANKED), x))
+        also = f" (also: {'; '.join(reason_text[x] for x in others)})" if others else ""
+        examples.append(Violation(r + row_offset, int(positions[first[i]]), reason_text[c] + also))
+    return CheckResult(check, scope, rows_checked, int(len(row_ids)), by_reason, examples, by_code=by_code,
+                       severity={reason_text[c]: rank.get(c, UNRANKED) for c in by_code})
 
 
 def first_per_row(token_positions: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

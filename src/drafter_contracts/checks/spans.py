@@ -6,7 +6,7 @@ import numpy as np
 
 from ..config import Contract, MaskPolicy
 from ..dataset import ShardArrays
-from ..results import CheckResult, first_per_row, row_result
+from ..results import CheckResult, first_per_row, multi_reason_result, row_result
 from ..spans.labels import ROLE_NAMES, TURN_PROBLEM_TEXT, Labels, Role
 from . import policy as policy_mod
 from .registry import IDS, MASK, TOKENIZER, Scope, Spec, register
@@ -126,6 +126,20 @@ _EARLIER_TURN, _REASONING_FINAL, _REASONING_EARLIER, _BOUNDARY, _OPENER = 100, 1
 _PROMPT, _EMPTY_REASONING = 105, 106
 
 
+#: How bad each supervised offence is (0 first): text the model reads but never writes (a user's, the
+#: system's, a tool's, text pasted into a turn), then the template's own markers, then the assistant's
+#: own text where the policy keeps it out of the loss, then the header/content boundary token.
+SEVERITY: dict[int, int] = {
+    **{int(r): 0 for r in (Role.SYSTEM, Role.USER, Role.TOOL, Role.INJECTED, Role.UNKNOWN_ROLE)},
+    **{int(r): 1 for r in (Role.OUTSIDE, Role.HEADER, Role.END, Role.ASSISTANT_HEADER, Role.ASSISTANT_END,
+                           Role.AFTER_ASSISTANT_END)},
+    _PROMPT: 1, _OPENER: 1,
+    **{int(r): 2 for r in (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL)},
+    _EARLIER_TURN: 2, _REASONING_FINAL: 2, _REASONING_EARLIER: 2, _EMPTY_REASONING: 2,
+    _BOUNDARY: 3,
+}
+
+
 def _reason_text(policy: MaskPolicy) -> dict[int, str]:
     text = {int(r): f"{ROLE_NAMES[r]} token supervised" for r in Role}
     text[int(Role.HEADER)] = "turn header supervised"
@@ -170,10 +184,10 @@ def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels,
         hits = np.zeros(0, dtype=np.intp)
     else:
         hits = _hits(disallowed_supervision(view.mask, labels, policy, view.offsets, facts=facts))
-    rows, first = first_per_row(hits, view.offsets)
-    at = view.offsets[rows] + first
-    codes = labels.role[at].astype(np.int16) if len(rows) else np.zeros(0, np.int16)
-    if len(rows):
+    at = hits  # every offending token: a row is counted under each rule it breaks
+    rows = np.searchsorted(view.offsets, at, side="right") - 1
+    codes = labels.role[at].astype(np.int16) if len(at) else np.zeros(0, np.int16)
+    if len(at):
         # Name the rule broken: a role the policy forbids, or an allowed role in the wrong place.
         # Only the failing positions are read: turn facts come from the turn level.
         turns = policy_mod.turns_of(labels, view.offsets, facts.joins_blocks)
@@ -198,8 +212,8 @@ def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels,
         codes[empty] = _EMPTY_REASONING
         codes[earlier] = _EARLIER_TURN
         codes[prompt] = _PROMPT
-    return row_result("mask_on_assistant_spans", a.shard.id, len(view.rows), view.rows[rows], first, codes,
-                      _reason_text(policy), a.shard.start)
+    return multi_reason_result("mask_on_assistant_spans", a.shard.id, len(view.rows), view.rows[rows],
+                               at - view.offsets[rows], codes, _reason_text(policy), SEVERITY, a.shard.start)
 
 
 _WHOLE_TURN, _OPENER_MISSING = 110, 111

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..paths import atomic_write_text
+from ..results import ordered_reasons
 
 ROLE_COLOURS = {
     "system": "#e8e3f7", "user": "#e1effa", "tool": "#fdf0d8", "assistant": "#dcf5e3", "reasoning": "#eaf7d0",
@@ -267,7 +268,7 @@ def _violations(checks: dict[str, Any]) -> str:
 def _check_detail(c: dict[str, Any]) -> str:
     if c["verdict"] in ("fail", "warn"):
         parts = [_e(m) for m in c["messages"]]
-        parts += [f"{n:,} × {_e(r)}" for r, n in sorted(c["by_reason"].items(), key=lambda kv: -kv[1])]
+        parts += [f"{n:,} × {_e(r)}" for r, n in ordered_reasons(c["by_reason"], c.get("severity"))]
         return "<br>".join(parts) or f"{c['rows_violating']:,} rows violate"
     if c["verdict"] == "skip":
         return "skipped: " + _e("; ".join(c["skip_reasons"]))

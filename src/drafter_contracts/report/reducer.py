@@ -29,7 +29,8 @@ _ENTRY_COUNTS = ("tests", "passed", "failed", "skipped", "rows_checked", "rows_v
 
 def _new_entry() -> dict[str, Any]:
     return {"tests": 0, "passed": 0, "failed": 0, "skipped": 0, "rows_checked": 0, "rows_violating": 0,
-            "by_reason": defaultdict(int), "examples": [], "messages": [], "skip_reasons": [], "seconds": 0.0}
+            "by_reason": defaultdict(int), "severity": {}, "examples": [], "messages": [], "skip_reasons": [],
+            "seconds": 0.0}
 
 
 def outcome_of(result: dict[str, Any]) -> str:
@@ -96,6 +97,7 @@ class Reducer:
         c["rows_violating"] += result["rows_violating"]
         for reason, count in result["by_reason"].items():
             c["by_reason"][reason] += count
+        c["severity"].update(result.get("severity") or {})
         c["examples"] = _lowest([*c["examples"], *result["examples"]])
         c["report_only"] = c.get("report_only", False) or bool(result.get("report_only"))
         if result["message"]:
@@ -195,6 +197,7 @@ class Reducer:
                 mine[key] += theirs[key]
             for reason, count in theirs["by_reason"].items():
                 mine["by_reason"][reason] = mine["by_reason"].get(reason, 0) + count
+            mine["severity"] = {**mine.get("severity", {}), **theirs.get("severity", {})}
             mine["examples"] = _lowest([*mine["examples"], *theirs["examples"]])
             mine["messages"] = [*mine["messages"], *theirs["messages"]]
             mine["skip_reasons"] = [*mine["skip_reasons"], *(r for r in theirs["skip_reasons"] if r not in mine["skip_reasons"])]
@@ -322,7 +325,8 @@ def _plain_entry(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def _copy_entry(c: dict[str, Any]) -> dict[str, Any]:
-    out = {**c, "by_reason": defaultdict(int, c["by_reason"]), "examples": [dict(e) for e in c["examples"]],
+    out = {**c, "by_reason": defaultdict(int, c["by_reason"]), "severity": dict(c.get("severity", {})),
+           "examples": [dict(e) for e in c["examples"]],
            "messages": list(c["messages"]), "skip_reasons": list(c["skip_reasons"])}
     return out
 

@@ -12,6 +12,7 @@ from typing import Any
 
 
 from ..paths import atomic_write_text
+from ..results import ordered_reasons
 from .reducer import MAX_SUMMARY_EXAMPLES, Reducer
 
 #: 3: the reducer's state (``reducer``) replaces the replayable test records (``raw``); merge-reports
@@ -50,7 +51,8 @@ def build_summary(meta: dict[str, Any], reducer: Reducer, num_shards: int, exit_
         checks[name] = {
             "verdict": verdict,
             **{k: c[k] for k in ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")},
-            "by_reason": dict(c["by_reason"]),
+            "by_reason": dict(ordered_reasons(c["by_reason"], c.get("severity"))),
+            **({"severity": dict(c["severity"])} if c.get("severity") else {}),  # rank per reason, 0 most severe
             "examples": [{**e, "check": name} for e in sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES]],
             "messages": c["messages"],
             "skip_reasons": c["skip_reasons"],
@@ -198,14 +200,15 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     for name, c in summary["checks"].items():
         detail = ""
         if c["verdict"] == "fail":
-            detail = "; ".join(c["messages"]) or f"{c['rows_violating']:,} rows violate"
+            detail = "; ".join(c["messages"]) or f"{c['rows_violating']:,} rows violate" + "".join(
+                f"; {n:,} × {r}" for r, n in ordered_reasons(c["by_reason"], c.get("severity"))[:3])
         elif c["verdict"] == "skip":
             detail = "; ".join(c["skip_reasons"])
         elif c["verdict"] == "incomplete":
             detail = f"{c['rows_checked']:,} rows checked, " + (c["messages"][-1] if c["messages"] else "shards missing")
         elif c["verdict"] == "warn":
             share = c["rows_violating"] / c["rows_checked"] if c["rows_checked"] else 0.0
-            reasons = "; ".join(f"{n:,} × {r}" for r, n in sorted(c["by_reason"].items(), key=lambda kv: -kv[1]))
+            reasons = "; ".join(f"{n:,} × {r}" for r, n in ordered_reasons(c["by_reason"], c.get("severity")))
             rows = ", ".join(str(e["row"]) for e in c["examples"][:5])
             detail = f"{c['rows_violating']:,} of {c['rows_checked']:,} rows ({share:.2%}): {reasons}; e.g. rows {rows}"
         elif c["rows_checked"]:
