@@ -111,9 +111,12 @@ def multi_reason_result(check: str, scope: str, rows_checked: int, hit_rows: np.
     row_ids, first = np.unique(rows, return_index=True)  # each row's most severe, earliest offence
     shown = np.lexsort((row_ids, ranks[first]))[:MAX_EXAMPLES]
     examples = []
+    starts = np.searchsorted(pair_rows, row_ids)  # pairs are sorted by row: each row's reasons are one slice
+    stops = np.searchsorted(pair_rows, row_ids, side="right")
     for i in shown.tolist():
         r, c = int(row_ids[i]), int(codes[first[i]])
-        others = sorted((int(x) for x in pair_codes[pair_rows == r] if int(x) != c), key=lambda x: (rank.get(x, UNRANKED), x))
+        mine = pair_codes[starts[i]:stops[i]].tolist()
+        others = sorted((x for x in mine if x != c), key=lambda x: (rank.get(x, UNRANKED), x))
         also = f" (also: {'; '.join(reason_text[x] for x in others)})" if others else ""
         examples.append(Violation(r + row_offset, int(positions[first[i]]), reason_text[c] + also))
     return CheckResult(check, scope, rows_checked, int(len(row_ids)), by_reason, examples, by_code=by_code,
