@@ -36,6 +36,8 @@ def compiled() -> dict[str, tuple[CompiledProfile, list[int]]]:
         words = [vocab.single_id(w) for w in ("hello", " world", "user", "assistant", "model", "system", "tool")]
         newlines = [vocab.single_id("\n" * k) for k in (1, 2, 3)]
         out[name] = (cp, sorted({*cp.profile.marker_ids(), *(w for w in (*words, *newlines) if w is not None)}))
+    toy = _toy_plain()  # the features no family above has (plain end ids, a row that ends after a header)
+    out["toy-plain"] = (toy, sorted({*toy.profile.marker_ids(), 5, 6, 7}))
     return out
 
 
@@ -55,7 +57,7 @@ def _assert_same(a, b) -> None:
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_compiled_labeller_equals_reference(compiled, data):
-    family = data.draw(st.sampled_from(FAMILIES))
+    family = data.draw(st.sampled_from(sorted(compiled)))
     cp, alphabet = compiled[family]
     ids_pool = st.sampled_from(alphabet) | st.integers(-3, cp.size + 3)  # ids outside the vocabulary too
     rows = data.draw(st.lists(st.lists(ids_pool, min_size=0, max_size=30), min_size=1, max_size=4))
@@ -144,6 +146,40 @@ def test_toy_header_allowed_inside_an_open_turn():
     cp = _toy()
     roles, probs = _label(cp, [O1, NL, 7, O1, W3, NL, 8, E1])
     assert not any(probs) and roles[3:6] == [R.HEADER] * 3 and roles[6] == R.SYSTEM
+
+
+def _toy_plain() -> CompiledProfile:
+    """Command A's two features on made-up ids: the system turn (O1 W3) holds the reply's end id E2 as plain
+    text (its preamble spells it), and a row may end right after the short assistant header O2, its turn empty
+    (a template that writes the generation prompt after every rendering); the reply header O2 W1 ends with E2,
+    and E1 may trail it."""
+    headers = (Header(R.USER, (O1,), None, (E1,)),
+               Header(R.SYSTEM, (O1, W3), None, (E1,), plain=(E2,)),
+               Header(R.ASSISTANT, (O2,), None, (E1,), ends_row=True),
+               Header(R.ASSISTANT, (O2, W1), None, (E2, E1)))
+    prof = TemplateProfile("toy-plain", headers, after_end=(E1,), bos=(B1,), subs=(SubSpan(SO, SC, R.REASONING),))
+    return CompiledProfile(prof, np.zeros(120, dtype=bool))
+
+
+def test_toy_plain_end_ids_and_a_row_ending_after_a_header():
+    cp = _toy_plain()
+    roles, probs = _label(cp, [B1, O1, W3, 7, E2, 8, E2, E1, O1, 9, E1, O2, W1, 10, E2, E1, O2])
+    assert not any(probs)
+    assert roles == [R.HEADER, R.HEADER, R.HEADER, R.SYSTEM, R.SYSTEM, R.SYSTEM, R.SYSTEM, R.END,
+                     R.HEADER, R.USER, R.END, AH, AH, R.ASSISTANT, R.ASSISTANT_END, R.AFTER_ASSISTANT_END, AH]
+
+
+@pytest.mark.parametrize("row, problem", [
+    ([O1, 7, E2, 8, E1], P.STRAY_END),  # plain only in the turn whose header says so
+    ([O1, W3, 7, E1, E2], P.STRAY_END),  # after the system turn closed, an end id again
+    ([O1, W3, 7, E1, E1, E2], P.STRAY_END),  # a stray breaks nothing open: the next one is a stray too
+    ([O1, 9, E1, O2, W1], P.UNCLOSED_TURN),  # the reply's header may not end a row
+    ([O1, 9, E1, O2, 5], P.UNCLOSED_TURN),  # the short header's turn, with content, may not either
+    ([O1, 9, E1, O1, 7], P.UNCLOSED_TURN),
+])
+def test_toy_plain_problems(row, problem):
+    _, probs = _label(_toy_plain(), row)
+    assert problem in probs
 
 
 # --- hand-written rows of real families ---------------------------------------------------------

@@ -82,6 +82,8 @@ typedef struct {
     const uint8_t *sub_within;    /* [n_subs * 256] */
     const uint8_t *sub_stops;     /* [n_subs] the opener right after assistant output is the turn's end token */
     const uint32_t *body_subs;    /* [256] by body role: bit k set when sub-span k may open in such a body */
+    const uint8_t *plain;         /* [(n_specs + 1) * n_end_codes] end ids that are ordinary text in the turn */
+    const uint8_t *ends_row;      /* [n_specs + 1] a row may end right after the header, its turn empty */
 } dc_profile;
 
 static inline uint8_t kind_of(const dc_profile *P, int64_t t) {
@@ -269,7 +271,7 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
             }                                                                                              \
             const int is_s = (kd & K_OPENER) != 0;                                                         \
             int is_e = (kd & K_END) != 0;                                                                  \
-            int prob = 0, bd = 0, stray = 0, nested = 0, closes_assistant = 0;                             \
+            int prob = 0, bd = 0, stray = 0, nested = 0, closes_assistant = 0, plain = 0;                  \
             if (p == pend_a) prob = pend_a_prob;                                                           \
             /* --- markers: a new turn, or an end */                                                      \
             if (is_s) {                                                                                    \
@@ -364,6 +366,8 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                 last_s = p; s_spec = spec; hdr_end = p + hlen - 1;                                         \
                 if (P->is_bos[spec] && p != a) prob = P_MISPLACED_BOS;                                     \
                 prev_m = p; prev_is_s = 1; prev_accepted = 0; prev_spec = spec;                            \
+            } else if (is_e && prev_is_s && P->plain[prev_spec * P->n_end_codes + P->end_code[t]]) {       \
+                is_e = 0; plain = 1; /* ordinary text of the open turn: no marker, the previous one stays */ \
             } else if (is_e) {                                                                             \
                 int accepted = prev_is_s && P->accepts[prev_spec * P->n_end_codes + P->end_code[t]];       \
                 int follows = 0;                                                                           \
@@ -431,11 +435,11 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                 }                                                                                          \
             }                                                                                              \
             if (closes_assistant) rl = L_ASSISTANT_END;                                                    \
-            if (kd & K_END) prev_end_tok = p;                                                              \
+            if ((kd & K_END) && !plain) prev_end_tok = p; /* a plain end id is text */                      \
             /* --- row level */                                                                            \
             if (p == a && !is_s) prob = P_NO_LEADING_HEADER;                                               \
             if (p == b - 1 && open_tok && P->needs_end[s_spec] && b - a < max_len && prob == 0 &&          \
-                rl != L_ASSISTANT_END)                                                                     \
+                rl != L_ASSISTANT_END && !(P->ends_row[s_spec] && p == hdr_end))                           \
                 prob = P_UNCLOSED_TURN;                                                                    \
             if (rl != current || p == a) {                                                                 \
                 run_start[k_runs] = p; run_role[k_runs] = (uint8_t)rl; run_row_first[k_runs] = p == a;     \

@@ -223,13 +223,18 @@ def glm(r: Resolver) -> TemplateProfile:
                            short_tails=r.newline_runs(1))
 
 
-def cohere(r: Resolver) -> TemplateProfile:
+def _cohere(r: Resolver, name: str, always_prompts: bool) -> TemplateProfile:
     sot, eot = r.special("<|START_OF_TURN_TOKEN|>"), r.special("<|END_OF_TURN_TOKEN|>")
     chatbot = r.special("<|CHATBOT_TOKEN|>")
     start_resp, end_resp = r.optional("<|START_RESPONSE|>"), r.optional("<|END_RESPONSE|>")
-    headers = [Header(Role.SYSTEM, (sot, r.special("<|SYSTEM_TOKEN|>")), None, (eot,)),
+    if always_prompts:  # Command A's own markers are needed: without them this is plain cohere
+        start_resp, end_resp = r.special("<|START_RESPONSE|>"), r.special("<|END_RESPONSE|>")
+    # Command A's tool-use preamble explains the reply format in its system turn, spelling <|END_RESPONSE|>
+    plain = (end_resp,) if always_prompts else ()
+    headers = [Header(Role.SYSTEM, (sot, r.special("<|SYSTEM_TOKEN|>")), None, (eot,), plain=plain),
                Header(Role.USER, (sot, r.special("<|USER_TOKEN|>")), None, (eot,)),
-               Header(Role.ASSISTANT, (sot, chatbot), None, (eot,))]
+               # axolotl's Command A writes this header at the end of every rendering (the generation prompt)
+               Header(Role.ASSISTANT, (sot, chatbot), None, (eot,), ends_row=always_prompts)]
     after: tuple[int, ...] = ()
     if start_resp is not None and end_resp is not None:  # Command A / Aya 2: the reply sits in its own markers
         headers.append(Header(Role.ASSISTANT, (sot, chatbot, start_resp), None, (end_resp, eot)))
@@ -237,7 +242,22 @@ def cohere(r: Resolver) -> TemplateProfile:
     subs = (r.sub("<|START_THINKING|>", "<|END_THINKING|>", Role.REASONING)
             + r.sub("<|START_ACTION|>", "<|END_ACTION|>", Role.TOOL_CALL)
             + r.sub("<|START_TOOL_RESULT|>", "<|END_TOOL_RESULT|>", Role.TOOL, (Role.SYSTEM, Role.USER, Role.TOOL)))
-    return TemplateProfile("cohere", tuple(headers), after_end=after, bos=(r.special("<BOS_TOKEN>"),), subs=tuple(subs))
+    return TemplateProfile(name, tuple(headers), after_end=after, bos=(r.special("<BOS_TOKEN>"),), subs=tuple(subs))
+
+
+def cohere(r: Resolver) -> TemplateProfile:
+    """Command R / Aya / Command A / R7B as the vendors' templates write them: ``<|START_OF_TURN_TOKEN|><|ROLE_TOKEN|>
+    … <|END_OF_TURN_TOKEN|>``; Command A's reply in ``<|START_RESPONSE|>…<|END_RESPONSE|>``, reasoning (the tool
+    plan) in ``<|START_THINKING|>``, calls in ``<|START_ACTION|>``, results in ``<|START_TOOL_RESULT|>`` blocks."""
+    return _cohere(r, "cohere", always_prompts=False)
+
+
+def command_a(r: Resolver) -> TemplateProfile:
+    """Command A as axolotl's ``command_a*`` templates write it: ``cohere`` plus two things those templates do and
+    the vendor's own does not, each allowed only here (so ``cohere`` stays as tight as Command R's template):
+    every rendering ends with the generation prompt's ``<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>`` (a row may end
+    there, its turn empty), and the tool-use preamble spells ``<|END_RESPONSE|>`` inside the system turn."""
+    return _cohere(r, "command_a", always_prompts=True)
 
 
 def _exaone(r: Resolver, name: str, tail: bool) -> TemplateProfile:
@@ -320,7 +340,8 @@ def deepseek(r: Resolver) -> TemplateProfile:
 #: label the template's own renderings exactly to be used.
 BUILTINS: dict[str, Callable[[Resolver], TemplateProfile]] = {
     "chatml": chatml, "lfm2": lfm2, "phi4": phi4, "phi3": phi3, "llama3": llama3, "llama4": llama4, "gemma": gemma,
-    "gemma4": gemma4, "harmony": harmony, "atem": atem, "glm": glm, "cohere": cohere, "exaone4": exaone4,
+    "gemma4": gemma4, "harmony": harmony, "atem": atem, "glm": glm, "cohere": cohere, "command_a": command_a,
+    "exaone4": exaone4,
     "exaone": exaone, "jamba": jamba, "mistral": mistral,
     "deepseek": deepseek,
 }
@@ -330,6 +351,7 @@ ALIASES = {"qwen": "chatml", "qwen2.5": "chatml", "qwen3": "chatml", "qwen3.5": 
            "llama3.3": "llama3", "llama-4": "llama4", "gemma2": "gemma", "gemma3": "gemma", "diffusion-gemma": "gemma4",
            "gpt-oss": "harmony", "gptoss": "harmony", "muse": "atem", "glm4": "glm", "glm4.5": "glm", "glm4moe": "glm",
            "exaone3": "exaone", "phi-3": "phi3", "phi3.5": "phi3", "phi-4": "phi4", "command-r": "cohere", "aya": "cohere",
+           "command-r7b": "cohere", "command-a": "command_a",
            "mistral-v3": "mistral", "tekken": "mistral", "deepseek-v3": "deepseek", "deepseek-r1": "deepseek"}
 
 

@@ -123,6 +123,22 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
     problem[nxt_c[unknown & ~nxt_marker]] = TurnProblem.UNKNOWN_ROLE
     problem[nxt_c[unknown & nxt_marker & is_e[nxt_c]]] = TurnProblem.MALFORMED_HEADER
     hlen[cut] = (s_row_end - s_pos)[cut]  # a header cut at max_len is header to the end
+    is_e_kind = is_e.copy()  # end ids as the vocabulary has them (the header tail rule reads these)
+
+    # --- end ids a turn's header makes ordinary text of (Command A's preamble spells <|END_RESPONSE|>): an
+    # end id is plain when the last marker before it that is not plain is the opener of such a header
+    if cp.has_plain and len(s_pos):
+        e_marks = marks[~is_s[marks]]
+        k_open = np.searchsorted(s_pos, e_marks) - 1  # the last opener before each end id
+        kc = np.maximum(k_open, 0)
+        cand = (k_open >= 0) & (s_pos[kc] >= row_start[e_marks])
+        cand &= cp.plain[s_spec1[kc], cp.end_code[safe_ids[e_marks]]]
+        # an end id since that opener that is not plain closed the turn (or was a stray): later ones are not plain
+        last_break = np.maximum.accumulate(np.where(cand, -1, e_marks))
+        plain = e_marks[cand & (last_break < s_pos[kc])]
+        if len(plain):
+            is_e[plain] = False
+            marks = np.flatnonzero(is_s | is_e)
 
     # --- markers in order: nested openers and stray ends
     prev = np.concatenate(([-1], marks[:-1]))
@@ -162,7 +178,7 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
     merged = q_in & ~is_tail & tail_merges & cp.merges_tail[np.clip(t, 0, cp.size - 1)] & (t >= 0) & (t < cp.size)
     hlen[is_tail] += 1
     boundary[q_c[merged]] = True
-    bad = q_in & ~is_tail & ~merged & ~s_nested & ~is_s[q_c] & ~is_e[q_c]  # a marker there speaks for itself
+    bad = q_in & ~is_tail & ~merged & ~s_nested & ~is_s[q_c] & ~is_e_kind[q_c]  # a marker there speaks for itself
     problem[q_c[bad & (problem[q_c] == 0)]] = TurnProblem.MALFORMED_HEADER
 
     # --- spread each turn's role, body role and header length over its tokens
@@ -267,6 +283,12 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
     opener_of_last = np.clip(np.searchsorted(s_pos, last_s[lasts]), 0, max(len(s_pos) - 1, 0))
     needs_end = cp.spec_needs_end[s_spec1[opener_of_last]] if len(s_pos) else np.zeros(len(lasts), dtype=bool)
     # a row may stop at a stop token inside a turn (Gemma 4: at <|tool_response>, waiting for the tool)
-    unclosed = lasts[open_tok[lasts] & needs_end & (lengths[nonempty] < max_len) & (role[lasts] != Role.ASSISTANT_END)]
+    # ... or right after a header that a template writes at the end of every rendering (its turn empty)
+    if len(s_pos):
+        ends_row = cp.spec_ends_row[s_spec1[opener_of_last]] & (lasts == s_pos[opener_of_last] + hlen[opener_of_last] - 1)
+    else:
+        ends_row = np.zeros(len(lasts), dtype=bool)
+    unclosed = lasts[open_tok[lasts] & needs_end & (lengths[nonempty] < max_len) & (role[lasts] != Role.ASSISTANT_END)
+                     & ~ends_row]
     problem[unclosed[problem[unclosed] == 0]] = TurnProblem.UNCLOSED_TURN
     return Labels(role, boundary, problem)

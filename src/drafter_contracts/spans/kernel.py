@@ -32,7 +32,7 @@ class _Profile(ctypes.Structure):
                 ("is_bos", _P), ("inside", _P), ("free_role", _P), ("accepts", _P), ("opener_specs_start", _P), ("opener_specs", _P),
                 ("unknown_len", _P), ("unknown_tail", _P), ("unknown_tail_merges", _P), ("unknown_until", _P),
                 ("n_subs", _I64), ("sub_open", _P), ("sub_close", _P), ("sub_role", _P), ("sub_within", _P), ("sub_stops", _P),
-                ("body_subs", _P)]
+                ("body_subs", _P), ("plain", _P), ("ends_row", _P)]
 
 
 class KernelTables:
@@ -96,6 +96,8 @@ class KernelTables:
             self.arrays["sub_within"][k, list(s.within)] = 1
             body_subs[list(s.within)] |= np.uint32(1 << k)
         self.arrays["body_subs"] = body_subs
+        self.arrays["plain"] = np.ascontiguousarray(cp.plain, dtype=np.uint8)
+        self.arrays["ends_row"] = cp.spec_ends_row.astype(np.uint8)
         a = self.arrays
         stop = np.flatnonzero(kind & (K_OPENER | K_END | K_SUB | K_EOS))
         self.struct = _Profile(
@@ -107,7 +109,8 @@ class KernelTables:
             a["opener_specs"].ctypes.data, a["unknown_len"].ctypes.data, a["unknown_tail"].ctypes.data,
             a["unknown_tail_merges"].ctypes.data, a["unknown_until"].ctypes.data, len(prof.subs),
             a["sub_open"].ctypes.data, a["sub_close"].ctypes.data, a["sub_role"].ctypes.data,
-            a["sub_within"].ctypes.data, a["sub_stops"].ctypes.data, a["body_subs"].ctypes.data)
+            a["sub_within"].ctypes.data, a["sub_stops"].ctypes.data, a["body_subs"].ctypes.data,
+            a["plain"].ctypes.data, a["ends_row"].ctypes.data)
 
 
 def _functions() -> dict[str, Any] | None:

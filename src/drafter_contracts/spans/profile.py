@@ -70,6 +70,14 @@ class Header:
     #: Role of the tokens between the core and ``until`` when they are not header (harmony's
     #: ``to=functions.get_weather`` is the model naming the function it calls: part of the call).
     free: Role | None = None
+    #: End ids that are ordinary text inside this header's turn: the template itself writes them there
+    #: (Command A's tool-use preamble spells ``<|START_RESPONSE|>`` … ``<|END_RESPONSE|>`` as special tokens
+    #: in its system turn to explain the format); elsewhere an end id the turn does not accept is a stray.
+    plain: tuple[int, ...] = ()
+    #: A row may end right after this header, its turn empty: a template that writes the generation prompt
+    #: at the end of every rendering (axolotl's Command A appends ``<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>``
+    #: even without ``add_generation_prompt``); elsewhere a row that ends inside a turn is an unclosed turn.
+    ends_row: bool = False
 
     @property
     def body_role(self) -> Role:
@@ -79,12 +87,14 @@ class Header:
         return {"role": self.role.name.lower(), "core": list(self.core), "tail": self.tail, "ends": list(self.ends),
                 "until": self.until, "body": self.body.name.lower() if self.body is not None else None,
                 "inside": [r.name.lower() for r in self.inside],
-                "free": self.free.name.lower() if self.free is not None else None}
+                "free": self.free.name.lower() if self.free is not None else None, "plain": list(self.plain),
+                "ends_row": self.ends_row}
 
     @classmethod
     def from_json(cls, d: dict) -> "Header":
         return cls(Role[d["role"].upper()], tuple(d["core"]), d["tail"], tuple(d["ends"]), d.get("until"),
-                   _role(d.get("body")), tuple(Role[r.upper()] for r in d.get("inside", ())), _role(d.get("free")))
+                   _role(d.get("body")), tuple(Role[r.upper()] for r in d.get("inside", ())), _role(d.get("free")),
+                   tuple(d.get("plain", ())), bool(d.get("ends_row", False)))
 
 
 @dataclass(frozen=True)
@@ -162,7 +172,7 @@ class TemplateProfile:
 
     def marker_ids(self) -> set[int]:
         """Every id the profile gives a meaning to."""
-        ids = {i for h in self.headers for i in (*h.core, *h.ends, h.tail, h.until) if i is not None}
+        ids = {i for h in self.headers for i in (*h.core, *h.ends, *h.plain, h.tail, h.until) if i is not None}
         ids |= {i for s in self.subs for i in (s.open, s.close) if i is not None}
         return ids | set(self.after_end) | set(self.bos) | set(self.eos)
 
@@ -189,7 +199,7 @@ class TemplateProfile:
         return {
             "headers": sorted((int(h.role), h.core, h.tail if h.tail is not None else -1, tuple(sorted(h.ends)),
                                h.until if h.until is not None else -1, int(h.body_role), tuple(sorted(h.inside)),
-                               int(h.free) if h.free is not None else -1)
+                               int(h.free) if h.free is not None else -1, tuple(sorted(h.plain)), h.ends_row)
                               for h in self.headers),
             "after_end": sorted(self.after_end), "bos": self.bos,
             "bos_role": int(self.bos_role) if self.bos_role is not None else None,
@@ -239,6 +249,16 @@ class CompiledProfile:
         for s, h in enumerate(self.headers):
             for e in h.ends:
                 self.accepts[s + 1, self.end_ids.index(e)] = True
+        # plain[spec + 1, end_code]: is this end id ordinary text inside a turn this header opened?
+        self.plain = np.zeros_like(self.accepts)
+        for s, h in enumerate(self.headers):
+            for e in h.plain:
+                if e not in self.end_ids:
+                    raise ValueError(f"profile {profile.name}: plain id {e} of a {h.role.name} header is no end id")
+                self.plain[s + 1, self.end_ids.index(e)] = True
+        self.has_plain = bool(self.plain.any())
+        # ends_row[spec + 1]: may a row end right after this header, its turn empty?
+        self.spec_ends_row = np.array([False] + [h.ends_row for h in self.headers], dtype=bool)
         self.spec_role = np.array([Role.UNKNOWN_ROLE] + [h.role for h in self.headers], dtype=np.uint8)
         self.spec_body = np.array([Role.UNKNOWN_ROLE] + [h.body_role for h in self.headers], dtype=np.uint8)
         self.spec_len = np.array([1] + [len(h.core) for h in self.headers], dtype=np.int64)

@@ -62,7 +62,9 @@ CLASS_NAMES = {p: p.name.lower() for p in CharClass}
 #: Message role -> the class of its content (developer prompts are system prompts; ipython is Llama's tool role).
 ROLE_CLASS = {"system": CharClass.SYSTEM, "developer": CharClass.SYSTEM, "user": CharClass.USER, "tool": CharClass.TOOL,
              "ipython": CharClass.TOOL, "assistant": CharClass.ASSISTANT}
-REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+#: Message fields templates read reasoning from (Cohere's Command A writes a tool-call message's ``tool_plan`` in
+#: its ``<|START_THINKING|>`` block).
+REASONING_KEYS = ("reasoning_content", "thinking", "reasoning", "tool_plan")
 #: Roles of an assistant turn; every other role is N in the scaffold rule.
 ASSISTANT_TURN_ROLES = frozenset((Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL, Role.ASSISTANT_END,
                                   Role.AFTER_ASSISTANT_END, Role.ASSISTANT_HEADER))
