@@ -24,7 +24,7 @@ from drafter_contracts.checks import spans
 from drafter_contracts.checks.view import RowView
 from drafter_contracts.config import MaskPolicy
 from drafter_contracts.hypothesis_settings import examples
-from drafter_contracts.results import first_per_row, row_result
+from drafter_contracts.results import first_per_row, multi_reason_result, row_result
 from drafter_contracts.spans import generic
 from drafter_contracts.spans.labels import ROLE_NAMES, Role
 
@@ -122,10 +122,10 @@ def _ref_mask_on(ids, mask, offsets, labels, policy, nl):
     bad = mask & ~_ref_allowed(labels.role, turns, policy, opener)
     if policy.boundary_tokens == "strict":
         bad |= mask & labels.boundary
-    rows, first = first_per_row(np.flatnonzero(bad), offsets)
-    at = offsets[rows] + first
+    at = np.flatnonzero(bad)  # every offending token, each named by its own rule
+    rows = np.searchsorted(offsets, at, side="right") - 1
     codes = labels.role[at].astype(np.int16)
-    if len(rows):
+    if len(at):
         role_ok = _ref_allowed(labels.role, turns, dataclasses.replace(policy, turns="all"))[at]
         reasoning = codes == Role.REASONING
         codes[reasoning] = np.where(turns.last[at[reasoning]], spans._REASONING_FINAL, spans._REASONING_EARLIER)
@@ -136,8 +136,8 @@ def _ref_mask_on(ids, mask, offsets, labels, policy, nl):
         codes[role_ok] = spans._BOUNDARY
         codes[op] = spans._OPENER
         codes[earlier] = spans._EARLIER_TURN
-    return row_result("mask_on_assistant_spans", "s", len(offsets) - 1, rows, first, codes,
-                      spans._reason_text(policy), 0)
+    return multi_reason_result("mask_on_assistant_spans", "s", len(offsets) - 1, rows, at - offsets[rows], codes,
+                               spans._reason_text(policy), spans.SEVERITY, 0)
 
 
 def _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len):
