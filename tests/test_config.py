@@ -40,7 +40,7 @@ def test_example_contract_states_the_qwen36_dataset():
     assert c.name == "qwen3.6-dflash"
     assert c.expected_count == 913_786 and c.count_bounds() == (913_786 - 4_568, 913_786 + 4_568)
     assert dict(c.columns) == {"input_ids": "list<int32>", "loss_mask": "list<bool>", "seq_len": "int64"}
-    assert c.max_len == 4096 and c.family == "chatml" and not c.mask.end_of_turn
+    assert c.max_len == 4096 and c.template_profile == "auto" and not c.mask.end_of_turn
 
 
 def test_builtin_by_name_and_by_path():
@@ -80,8 +80,8 @@ def test_tolerance(raw, expected, rows):
     (MINIMAL.replace('input_ids = "list<int32>"\n', ""), "must declare column 'input_ids'"),
     (MINIMAL + "min_len = 200\n", "min_len 200 is larger than max_len 100"),
     (MINIMAL + '[dataset]\ncount_tolerance = "lots"\n', "count_tolerance must be"),
-    (MINIMAL + '[tokenizer]\nfamily = "klingon"\n', "family 'klingon' is not supported"),
-    (MINIMAL + '[tokenizer]\nfamily = "chatmll"\n', "(did you mean 'chatml'?)"),
+    (MINIMAL + '[tokenizer]\nfamily = "chatml"\n', "unknown key 'family' in [tokenizer]"),
+    (MINIMAL + '[tokenizer]\ntemplate_profile = "chatmll"\n', "(did you mean 'chatml'?)"),
     ("[contract\nname=", "not valid TOML"),
 ])
 def test_bad_contract_files_say_what_is_wrong(tmp_path, text, fragment):
@@ -198,3 +198,11 @@ def test_contract_auto_is_the_generic_contract_inferring_the_convention():
     path = resolve_contract_path("auto")
     assert path == builtin_contracts()["generic"]
     assert load_contract(path).mask.convention == "auto"
+
+
+def test_a_key_nothing_reads_is_refused_with_what_to_write_instead(tmp_path):
+    path = write(tmp_path, MINIMAL + '\n[tokenizer]\nfamily = "chatml"\n')
+    with pytest.raises(UsageProblem, match=r"unknown key 'family' in \[tokenizer\] \(the template profile comes from the "
+                                           r"tokenizer's chat template; template_profile = NAME forces a built-in one\)"):
+        load_contract(path)
+    assert "family" not in load_contract(write(tmp_path, MINIMAL)).to_dict()  # summary.json keeps no such key

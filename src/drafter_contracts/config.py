@@ -24,7 +24,6 @@ KNOWN_TYPES = frozenset(
     | {"int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "bool", "string"}
 )
 #: Template families a contract may declare: the built-in span profiles (spans/builtin.py) and "auto".
-FAMILIES = ("chatml", "auto", "phi4", "llama3", "gemma", "mistral", "deepseek")
 #: What ``--dataset-path`` runs without ``--contract``: a contract that fits any well-formed dataset.
 BUILTIN_CONTRACT = "generic"
 #: The named example contract of the 913,786-row Qwen3.6 dataset (and what ``--masker`` reads its policy from).
@@ -234,8 +233,7 @@ class Contract:
     #: engine then takes the longest row as the cap and says so (``max_len_source = "observed"``).
     max_len: int | None = 4096
     min_supervised: int = 1
-    family: str = "chatml"
-    #: Span profile: "auto" derives it from the tokenizer's chat template (falling back to ``family``),
+    #: Span profile: "auto" derives it from the tokenizer's chat template (the built-ins first),
     #: a built-in name forces that family (see spans/resolve.py).
     template_profile: str = "auto"
     tokenizer: str | None = None
@@ -277,6 +275,11 @@ class Contract:
         return d
 
 
+#: Keys a contract may still hold that nothing reads: each refused with what to write instead.
+_RETIRED = {("tokenizer", "family"): " (the template profile comes from the tokenizer's chat template; "
+                                     "template_profile = NAME forces a built-in one)"}
+
+
 # --- TOML schema -----------------------------------------------------------------------------
 # table -> key -> (type(s), contract attribute). One place says what a contract file may hold.
 _INT = (int,)
@@ -296,7 +299,6 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
     },
     "tokenizer": {
         "path": ((str,), "tokenizer"),
-        "family": ((str,), "family"),
         "template_profile": ((str,), "template_profile"),
         "vocab_size": (_INT, "vocab_size"),
     },
@@ -381,7 +383,8 @@ def _flatten(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
         for key, value in body.items():
             if key not in _SCHEMA[table]:
                 elsewhere = [t for t, keys in _SCHEMA.items() if key in keys and t != table]
-                hint = f" (it belongs in [{elsewhere[0]}])" if elsewhere else did_you_mean(key, _SCHEMA[table])
+                hint = (f" (it belongs in [{elsewhere[0]}])" if elsewhere else _RETIRED.get((table, key))
+                        or did_you_mean(key, _SCHEMA[table]))
                 raise UsageProblem(f"{where}: unknown key '{key}' in [{table}]{hint}; allowed: {', '.join(_SCHEMA[table])}")
             types, attr = _SCHEMA[table][key]
             if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
@@ -508,9 +511,6 @@ def _baseline_policy(flat: dict[str, Any], where: str) -> BaselinePolicy:
 
 
 def _check_values(c: Contract, where: str) -> None:
-    if c.family not in FAMILIES:
-        raise UsageProblem(f"{where}: [tokenizer] family {c.family!r} is not supported{did_you_mean(c.family, FAMILIES)}; "
-                           f"use one of {', '.join(FAMILIES)}")
     from .spans.resolve import profile_names
 
     if c.template_profile not in profile_names():

@@ -63,7 +63,7 @@ def _add(into: dict[str, int], part: dict[str, int] | None) -> None:
 
 
 def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | None = None,
-            template_profile: str = "auto", family: str = "chatml", vocab_mapping: str | None = None) -> Observed:
+            template_profile: str = "auto", vocab_mapping: str | None = None) -> Observed:
     """One pass of the engine over every shard, keeping only the sums a contract pins."""
     import time
 
@@ -75,7 +75,7 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
     t0 = time.perf_counter()
     dataset = open_dataset(dataset_dir, dataset_split)
     _ = dataset.table  # unreadable Arrow files are a usage error before any work
-    contract = load_contract(resolve_contract_path(None), {"template_profile": template_profile, "family": family})
+    contract = load_contract(resolve_contract_path(None), {"template_profile": template_profile})
     vocab = load_vocabulary(tokenizer) if tokenizer else None
     engine = Engine(dataset, contract, vocab)
     problem = engine.coverage_problem()
