@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.checks.drift import (REASON, check_tokenizer_drift, global_sample, rows_per_shard, sample_rows,
-                                           within_budget)
+from drafter_contracts.checks.drift import (REASON, VerifiedSegments, check_tokenizer_drift, global_sample, rows_per_shard,
+                                           sample_rows, within_budget)
 from drafter_contracts.dataset import Shard
 from drafter_contracts.checks.view import RowView
 from drafter_contracts.dataset import Shard, ShardArrays
@@ -36,18 +36,53 @@ def special(vocab) -> np.ndarray:
     return out
 
 
-def run(rows: list[list[int]], vocab, special, k: int | None = None):
+def run(rows: list[list[int]], vocab, special, k: int | None = None, backend=None, verified=None):
     ids = np.concatenate([np.asarray(r, dtype=np.int32) for r in rows])
     offsets = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64)
     view = RowView(ids, np.zeros(len(ids), bool), offsets, np.arange(len(rows)), None)
     a = ShardArrays(Shard(0, 0, len(rows)), None, None, None, None)
-    return check_tokenizer_drift(view, a, vocab.backend, special, vocab.known, k or len(rows), seed=0)
+    return check_tokenizer_drift(view, a, backend or vocab.backend, special, vocab.known, k or len(rows), seed=0,
+                                 verified=verified)
 
 
 def test_rendered_rows_pass(tok, vocab, special):
     rows = [render_row(c, tok, None)[0] for c in generate_conversations(60, 3)]
     res = run(rows, vocab, special)
     assert res.ok and res.rows_checked == 60
+
+
+def test_verified_segments_spare_the_tokenizer_and_a_difference_is_never_remembered(tok, vocab, special, tmp_path,
+                                                                                    monkeypatch):
+    monkeypatch.setenv("DRAFTER_CONTRACTS_CACHE", str(tmp_path))
+    rows = [render_row(c, tok, None)[0] for c in generate_conversations(20, 4)]
+    parses = []
+
+    def backend():
+        parses.append(1)
+        return vocab.backend
+
+    first = VerifiedSegments(vocab.fingerprint)
+    assert run(rows, vocab, special, backend=backend, verified=first).ok
+    assert parses == [1]  # first sight: the tokenizer is needed
+    again = VerifiedSegments(vocab.fingerprint)  # a new process reads what the first one kept, every key whole
+    assert again.keys == first._new and len(again.keys) > 20 and again.path.parent == tmp_path / "drift"
+    nul = VerifiedSegments("t")
+    nul.add(b"\x01" * 15 + b"\x00")  # a digest ending in a NUL byte survives the file
+    nul.save()
+    assert b"\x01" * 15 + b"\x00" in VerifiedSegments("t")
+    assert run(rows, vocab, special, backend=backend, verified=again).ok and parses == [1]  # no parse at all
+    # One row changed: only its segments are new; its split word fails, and stays failing on every run.
+    bad = list(rows[0])
+    at = next(i for i in range(len(bad)) if bad[i] < IM_START_ID and len(vocab.decode([bad[i]]).strip()) >= 4)
+    word = vocab.decode([bad[at]])
+    bad[at:at + 1] = [*vocab.backend.encode(word[:2], add_special_tokens=False).ids,
+                      *vocab.backend.encode(word[2:], add_special_tokens=False).ids]
+    for _ in range(2):
+        res = run([bad, *rows[1:]], vocab, special, backend=backend, verified=VerifiedSegments(vocab.fingerprint))
+        assert res.rows_violating == 1 and res.examples[0].row == 0
+    assert parses == [1, 1, 1]
+    other = VerifiedSegments("another-tokenizer")  # keyed by the tokenizer's content hash
+    assert not other.keys
 
 
 def test_one_split_merge_fails_with_position_and_both_sequences(tok, vocab, special):

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
-import pytest
 
-from drafter_contracts.errors import UsageProblem
-from drafter_contracts.vocab import Vocabulary, _from_file
+from drafter_contracts.vocab import _from_file
 
 
 def test_tables_match_the_tokenizer(vocab):
@@ -61,27 +57,3 @@ def test_byte_table_decodes_like_the_tokenizer_without_loading_it(tmp_path, monk
     assert texts == [cold.backend.decode(r, skip_special_tokens=False) for r in runs]
     assert warm.decode([5, 10**9]).endswith("<unk:1000000000>")
 
-
-def test_prefetch_parses_in_a_thread_and_backend_waits_for_it():
-    started, release, calls = threading.Event(), threading.Event(), []
-
-    def load():
-        calls.append(threading.current_thread().name)
-        started.set()
-        release.wait(5)
-        return "the tokenizer"
-
-    v = Vocabulary("t", "f", load)
-    v.prefetch()
-    v.prefetch()  # a second call starts no second parse
-    assert started.wait(5) and "backend" not in v.__dict__
-    release.set()
-    assert v.backend == "the tokenizer" and calls == ["drafter-contracts-tokenizer"]
-
-    def broken():
-        raise UsageProblem("--tokenizer t: tokenizer.json cannot be loaded")
-
-    bad = Vocabulary("t", "f", broken)
-    bad.prefetch()
-    with pytest.raises(UsageProblem, match="cannot be loaded"):
-        bad.backend  # the thread's error, raised where the tokenizer is needed

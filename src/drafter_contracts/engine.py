@@ -504,7 +504,7 @@ class Engine:
     def special_ids(self) -> np.ndarray:
         """Bool per id: added/special tokens, where the tokenizer splits text before BPE."""
         out = np.zeros(self.vocab.size, dtype=bool)
-        ids = [i for i in self.vocab.backend.get_added_tokens_decoder() if 0 <= i < self.vocab.size]
+        ids = [i for i in self.vocab.added_ids if 0 <= i < self.vocab.size]  # cached with the tables: no parse
         out[ids] = True
         return out
 

@@ -62,21 +62,7 @@ def build_engine(config: pytest.Config) -> Engine:
     problem = engine.coverage_problem()
     if problem:
         raise UsageProblem(problem)
-    if _runs_drift_here(config, engine):
-        vocab.prefetch()
     return engine
-
-
-def _runs_drift_here(config: pytest.Config, engine: Engine) -> bool:
-    """A run without xdist workers that will re-encode the drift sample: its tokenizer parse can start now.
-
-    (With workers, the one that draws the drift test is not known in advance, and a parse in every
-    worker would cost each of them the seconds it saves one.)"""
-    if engine.vocab is None or hasattr(config, "workerinput") or config.option.collectonly:
-        return False
-    if getattr(config.option, "dist", "no") != "no":
-        return False
-    return engine.contract.drift.sample_rows > 0 and engine.skip_reason("tokenizer_drift") is None
 
 
 def _baseline_options(config: pytest.Config) -> tuple[Path | None, dict | None, Path | None]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import threading
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable
@@ -19,7 +18,7 @@ import numpy as np
 from .errors import UsageProblem
 from .paths import atomic_write_bytes
 from .tokenizer_source import BUILTIN_PREFIX, resolve_tokenizer
-TABLES_VERSION = 2
+TABLES_VERSION = 3
 
 
 class Vocabulary:
@@ -43,6 +42,8 @@ class Vocabulary:
             self.__dict__["known"] = tables["known"]
             self.__dict__["newline_lead"] = tables["newline_lead"]
             self.__dict__["token_bytes"] = tables.get("token_bytes")
+            if tables.get("added") is not None:
+                self.__dict__["added_ids"] = frozenset(int(i) for i in tables["added"])
 
     def __repr__(self) -> str:
         return f"Vocabulary({self.name!r}, fingerprint={self.fingerprint!r})"
@@ -87,36 +88,8 @@ class Vocabulary:
 
     @cached_property
     def backend(self) -> Any:
-        """The ``tokenizers.Tokenizer`` (loaded on first use, or taken from :meth:`prefetch`'s thread)."""
-        loading = self.__dict__.get("_prefetch")
-        if loading is None:
-            return self._load_backend()
-        thread, box = loading
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["backend"]
-
-    def prefetch(self) -> None:
-        """Start parsing the tokenizer in a background thread; :attr:`backend` waits for it.
-
-        Parsing a large ``tokenizer.json`` takes seconds and ``tokenizers`` releases the GIL while it
-        does, so a process that will re-encode rows (the drift sample) starts the parse as soon as it
-        knows it, and the parse overlaps pytest's collection and the shard checks on another core.
-        """
-        if "backend" in self.__dict__ or "_prefetch" in self.__dict__:
-            return
-        box: dict[str, Any] = {}
-
-        def load() -> None:
-            try:
-                box["backend"] = self._load_backend()
-            except BaseException as exc:  # noqa: BLE001 re-raised where the backend is asked for
-                box["error"] = exc
-
-        thread = threading.Thread(target=load, name="drafter-contracts-tokenizer", daemon=True)
-        self.__dict__["_prefetch"] = (thread, box)
-        thread.start()
+        """The ``tokenizers.Tokenizer`` (loaded on first use)."""
+        return self._load_backend()
 
     @cached_property
     def token_to_id(self) -> dict[str, int]:
@@ -200,7 +173,7 @@ class Vocabulary:
             table = self.token_bytes
             extra = {} if table is None else {"token_bytes": np.frombuffer(table[0], np.uint8),
                                               "token_offsets": table[1]}
-            np.savez(buf, known=self.known, newline_lead=self.newline_lead,
+            np.savez(buf, known=self.known, newline_lead=self.newline_lead, added=np.array(sorted(self.added_ids), np.int64),
                      lookups=np.array(json.dumps(self._lookups)), **extra)
             atomic_write_bytes(target, buf.getvalue())
         except OSError:
@@ -240,7 +213,7 @@ def _cached_tables(fingerprint: str) -> dict[str, Any] | None:
     try:
         with np.load(_tables_path(fingerprint)) as z:
             table = (z["token_bytes"].tobytes(), z["token_offsets"]) if "token_bytes" in z.files else None
-            return {"known": z["known"], "newline_lead": z["newline_lead"],
+            return {"known": z["known"], "newline_lead": z["newline_lead"], "added": z["added"],
                     "lookups": json.loads(str(z["lookups"])), "token_bytes": table}
     except (OSError, ValueError, KeyError):
         return None

@@ -18,19 +18,24 @@ the global row index, up to ``ceil(sample_rows / shards)`` rows and about
 ``ceil(sample_tokens / shards)`` tokens, so the sample is spread over the whole
 dataset, fixed for a seed, and bounded in re-encoding work whatever the row lengths.
 Only the candidate rows are read (``take``), so one test does it all: one process
-loads the tokenizer, not every xdist worker; in a run without workers the parse
-starts with the run (``Vocabulary.prefetch``).
+loads the tokenizer, not every xdist worker, and only when a sampled segment is not
+already known to re-encode to its ids (``VerifiedSegments``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from ..dataset import Shard, ShardArrays, _list_column
+from ..paths import atomic_write_bytes
 from ..results import CheckResult, Violation
 from .content import mix64
 from .registry import IDS, TOKENIZER, Scope, Spec, register
@@ -118,43 +123,105 @@ def _matches(original: list[int], text: str, encoded: list[int], encode) -> tupl
     return False, first, encoded
 
 
-def check_tokenizer_drift(view: RowView, a: ShardArrays, backend, special: np.ndarray, known: np.ndarray,
-                          k: int, seed: int) -> CheckResult:
-    """Re-encode the sampled rows' segments; a difference names the row, token position and both sequences."""
+def segment_key(ids: np.ndarray, cut: bool) -> bytes:
+    """What a segment's verdict depends on besides the tokenizer and this module: its ids, and whether it is cut."""
+    return hashlib.blake2b(np.ascontiguousarray(ids, dtype=np.int64).tobytes() + (b"c" if cut else b""),
+                           digest_size=16).digest()
+
+
+class VerifiedSegments:
+    """Segments already seen to re-encode to their own ids with one tokenizer, kept between runs.
+
+    Re-encoding is a pure function of the segment's ids, the tokenizer and the tolerance rules of this
+    module, so a segment verified once is verified for good; a rerun over unchanged data (the gate in CI,
+    a re-check after a contract edit) then needs no tokenizer parse at all, the fixed cost of this
+    contract. Keyed by the tokenizer's content hash and this file's own hash; only matches are kept (a
+    difference is re-encoded every time, to show it).
+    """
+
+    MAX_KEYS = 1 << 20
+
+    def __init__(self, fingerprint: str) -> None:
+        from ..paths import cache_root
+
+        code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+        self.path = cache_root() / "drift" / f"{fingerprint}-{code}.npy"
+        try:
+            table = np.load(self.path, allow_pickle=False)  # (n, 16) bytes: numpy's S16 would drop trailing NULs
+            self.keys = {row.tobytes() for row in table} if table.ndim == 2 and table.shape[1] == 16 else set()
+        except (OSError, ValueError):
+            self.keys = set()
+        self._new: set[bytes] = set()
+
+    def __contains__(self, key: bytes) -> bool:
+        return key in self.keys
+
+    def add(self, key: bytes) -> None:
+        if key not in self.keys:
+            self._new.add(key)
+
+    def save(self) -> None:
+        """Write the grown set (atomic; a failed write only costs the next run its speed)."""
+        if not self._new:
+            return
+        keys = self._new | (self.keys if len(self.keys) + len(self._new) <= self.MAX_KEYS else set())
+        buf = io.BytesIO()
+        table = np.frombuffer(b"".join(sorted(keys)), dtype=np.uint8).reshape(-1, 16)
+        np.save(buf, table, allow_pickle=False)
+        try:
+            atomic_write_bytes(self.path, buf.getvalue())
+        except OSError:
+            pass
+
+
+def check_tokenizer_drift(view: RowView, a: ShardArrays, backend: Any, special: np.ndarray, known: np.ndarray,
+                          k: int, seed: int, verified: VerifiedSegments | None = None) -> CheckResult:
+    """Re-encode the sampled rows' segments; a difference names the row, token position and both sequences.
+
+    ``backend`` is the ``tokenizers.Tokenizer``, or a function returning it: called only when a segment is
+    not in ``verified`` (parsing a large tokenizer.json costs seconds and holds the GIL while it runs)."""
     ids = view.ids
     bad = ~((ids >= 0) & (ids < len(known)) & known[np.clip(ids, 0, len(known) - 1)])
     cs = np.concatenate(([0], np.cumsum(bad)))
     usable = (cs[view.offsets[1:]] - cs[view.offsets[:-1]]) == 0  # rows with unknown ids: see ids_known
     chosen = sample_rows(view, a.shard.start, k, seed, usable)
-    segs = segments(view, chosen, special)
-    originals = [ids[s.start:s.stop].tolist() for s in segs]
-    texts = backend.decode_batch(originals, skip_special_tokens=False) if segs else []
-    before = backend.encode_special_tokens
-    backend.encode_special_tokens = True  # text inside a segment was plain text: never turn it into control tokens
-    try:
-        def encode(t: str) -> list[int]:
-            return backend.encode(t, add_special_tokens=False).ids
+    all_segs = segments(view, chosen, special)
+    keys = [segment_key(ids[s.start:s.stop], s.cut) for s in all_segs]
+    todo = [i for i, key in enumerate(keys) if verified is None or key not in verified]
+    segs = [all_segs[i] for i in todo]
+    first_bad: dict[int, tuple[int, list[int], list[int]]] = {}
+    tok = (backend() if callable(backend) else backend) if segs else None
+    if segs:
+        originals = [ids[s.start:s.stop].tolist() for s in segs]
+        texts = tok.decode_batch(originals, skip_special_tokens=False)
+        before = tok.encode_special_tokens
+        tok.encode_special_tokens = True  # text inside a segment was plain text: never turn it into control tokens
+        try:
+            def encode(t: str) -> list[int]:
+                return tok.encode(t, add_special_tokens=False).ids
 
-        compare_texts = []
-        for s, t in zip(segs, texts):
-            if s.cut:  # compare a cut segment up to its last newline only
-                t = t[:t.rfind("\n") + 1]
-            compare_texts.append(t)
-        encoded = [e.ids for e in backend.encode_batch(compare_texts, add_special_tokens=False)] if segs else []
-        first_bad: dict[int, tuple[int, list[int], list[int]]] = {}
-        for s, orig, text, enc in zip(segs, originals, compare_texts, encoded):
-            if s.view_row in first_bad:
-                continue
-            if s.cut:
-                orig = orig[:len(enc)] if len(enc) <= len(orig) else orig
-            ok, at, enc = _matches(orig, text, enc, encode)
-            if not ok:
+            compare_texts = [t[:t.rfind("\n") + 1] if s.cut else t  # a cut segment: up to its last newline only
+                             for s, t in zip(segs, texts)]
+            encoded = [e.ids for e in tok.encode_batch(compare_texts, add_special_tokens=False)]
+            for i, s, orig, text, enc in zip(todo, segs, originals, compare_texts, encoded):
+                if s.view_row in first_bad:
+                    continue
+                if s.cut:
+                    orig = orig[:len(enc)] if len(enc) <= len(orig) else orig
+                ok, at, enc = _matches(orig, text, enc, encode)
+                if ok:
+                    if verified is not None:
+                        verified.add(keys[i])
+                    continue
                 pos = s.start + at - int(view.offsets[s.view_row])
                 first_bad[s.view_row] = (pos, orig[at:at + MAX_SHOWN_TOKENS], enc[at:at + MAX_SHOWN_TOKENS])
-    finally:
-        backend.encode_special_tokens = before
+        finally:
+            tok.encode_special_tokens = before
+        if verified is not None:
+            verified.save()
+
     def pieces(seq: list[int]) -> str:
-        texts = backend.decode_batch([[i] for i in seq], skip_special_tokens=False) if seq else []
+        texts = tok.decode_batch([[i] for i in seq], skip_special_tokens=False) if seq else []
         return "[" + ", ".join(f"{i} {t!r}" for i, t in zip(seq, texts)) + "]"
 
     examples = []
@@ -191,8 +258,8 @@ def run_drift(e) -> CheckResult:
                     _list_column(part.column("loss_mask")) if "loss_mask" not in e.column_problems else None,
                     None, None)
     view = usable_view(a)
-    result = check_tokenizer_drift(view, a, e.vocab.backend, e.special_ids, e.vocab.known,
-                                   len(picked), drift.seed)
+    result = check_tokenizer_drift(view, a, lambda: e.vocab.backend, e.special_ids, e.vocab.known,
+                                   len(picked), drift.seed, VerifiedSegments(e.vocab.fingerprint))
     result.scope = "dataset"
     result.examples = [Violation(int(picked[v.row]), v.position, v.reason) for v in result.examples]
     return result
