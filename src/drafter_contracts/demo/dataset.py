@@ -20,7 +20,7 @@ from ..paths import cache_root, cached_build
 from .conversations import generate_conversations
 
 #: Bump when the rows the demo writes change for the same template (the template's digest is in the key).
-DEMO_VERSION = "v2"
+DEMO_VERSION = "v3"
 
 #: Column order and Arrow types of the 913,786-row Qwen3.6 dataset the demo imitates.
 ARROW_SCHEMA: pa.Schema = pa.schema([
@@ -130,7 +130,35 @@ def build_demo_dataset(out_dir: Path, n_rows: int, seed: int = 0, max_len: int =
             yield row
         raise RuntimeError(f"Qwen3.6's template rendered fewer than {n_rows} of {n_rows * 2} conversations")
 
-    return write_dataset(rows(), Path(out_dir), 2)
+    out = write_dataset(rows(), Path(out_dir), 2)
+    write_draft_vocabulary(out, len(tokenizer), DEMO_DRAFT_SIZE)
+    return out
+
+
+#: The demo's draft vocabulary: fewer ids than the demo's distinct supervised tokens, so its coverage
+#: report has something to show.
+DEMO_DRAFT_SIZE = 1024
+
+
+def write_draft_vocabulary(dataset_dir: Path, vocab_size: int, n: int) -> Path:
+    """``d2t-N.npy`` / ``t2d-N.npy`` beside the rows, as speculators 0.9 saves them in its data folder, chosen
+    by its rule (the ``n`` most frequent supervised ids, ties by id) from the rows' exact counts."""
+    import numpy as np
+    import pyarrow.compute as pc
+    from datasets import load_from_disk
+
+    from ..draftvocab.rule import expected_selection
+
+    table = load_from_disk(str(dataset_dir)).data.table
+    ids = pc.list_flatten(table.column("input_ids")).to_numpy()
+    mask = pc.list_flatten(table.column("loss_mask")).to_numpy(zero_copy_only=False)
+    counts = np.bincount(ids[mask], minlength=vocab_size)
+    selected = expected_selection(counts, n, "speculators").ids
+    np.save(dataset_dir / f"d2t-{n}.npy", selected - np.arange(n))
+    t2d = np.zeros(vocab_size, dtype=bool)
+    t2d[selected] = True
+    np.save(dataset_dir / f"t2d-{n}.npy", t2d)
+    return dataset_dir
 
 
 def demo_dataset_dir(n_rows: int = 2000, seed: int = 0) -> Path:
