@@ -255,3 +255,91 @@ def verify(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Ver
             first = f"{name}: {bad[0]}"
         total += len(bad)
     return Verdict(total == 0, len(probes.renderings), total, first, list(limits.values()))
+
+
+def _split_message(cp: CompiledProfile, render: Any) -> bool:
+    """Whether labelling ``render`` under ``cp`` without joined blocks cuts one assistant message in two turns.
+
+    ``joins_blocks`` changes no label, only where the mask rules see assistant turns end, so its need
+    is shown on the turns: two label runs of assistant output whose truth is one message.
+    """
+    from ..checks.policy import assistant_turns
+    from . import generic
+
+    ids = np.asarray(render.ids, dtype=np.int64)
+    offsets = np.array([0, len(ids)], dtype=np.int64)
+    lab = generic.label(ids, offsets, cp, 1 << 30)
+    turns = assistant_turns(lab.role, offsets, False)
+    fields = render.token_field
+    for a, b in zip(turns.ends[:-1], turns.starts[1:]):
+        before = [int(f) for f in fields[:a + 1] if f >= 0]
+        after = [int(f) for f in fields[b:] if f >= 0]
+        if before and after and render.fields[before[-1]].message == render.fields[after[0]].message:
+            return True
+    return False
+
+
+@dataclass
+class Tightness:
+    """The profile with every relaxation no probe rendering needs turned off, and the evidence.
+
+    ``needed``: (relaxation name, what it allows, the rendering mislabelled without it and how);
+    ``turned_off``: names of the relaxations no rendering needed.
+    """
+
+    profile: TemplateProfile
+    needed: list[tuple[str, str, str]] = field(default_factory=list)
+    turned_off: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"relaxations": [{"name": n, "allows": a, "needed_by": b} for n, a, b in self.needed],
+                "turned_off": self.turned_off}
+
+
+def _first_need(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary, kind: str) -> str | None:
+    """The first probe rendering ``profile`` mislabels, with its first disagreement; None if it labels all."""
+    try:
+        cp = CompiledProfile(profile, vocab.newline_lead)
+    except ValueError as exc:
+        return str(exc)
+    for render, name, probe in zip(probes.renderings, probes.names, probes.probes):
+        if kind == "joins-blocks":
+            if _split_message(cp, render):
+                return f"{name}: one assistant message read as two turns"
+            continue
+        if probe in OPTIONAL:
+            continue  # a limit: the profile is not held to it (verify), so it proves no need either
+        bad = disagreements(cp, render)
+        if bad:
+            return f"{name}: {bad[0]}"
+    return None
+
+
+def tighten(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Tightness:
+    """Turn off, one at a time, every relaxation of a verified ``profile`` that no probe rendering needs.
+
+    A relaxation is needed when, with it turned off, some rendering of the template's own probes
+    is mislabelled (its truth disagrees); the first such rendering is recorded as the reason it
+    stays. The others are turned off in order, each on the profile already tightened, so the
+    result still labels every probe exactly (a relaxation needed only once another is off stays).
+    """
+    from .relax import relaxations, without
+
+    unused = len(vocab.newline_lead)
+    current, kept, off = profile, [], []
+    decided: set[str] = set()
+    while True:
+        todo = [rx for rx in relaxations(current) if rx.name not in decided]
+        if not todo:
+            break
+        rx = todo[0]
+        decided.add(rx.name)
+        need = _first_need(without(current, rx, unused), probes, vocab, rx.kind)
+        if need is None:
+            current = without(current, rx, unused)
+            off.append(rx.name)
+        else:
+            kept.append((rx.name, rx.allows, need))
+    from dataclasses import replace
+
+    return Tightness(replace(current, relaxations=tuple(kept)), kept, off)
