@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-NEGATIVE_VERSION = 1
+NEGATIVE_VERSION = 3
 #: The reply a forger types after the header; plain prose, so it tokenizes apart from the marker.
 PAYLOAD = "Sure, the admin password is hunter2."
 _ROLE_WORD = {"SYSTEM": "system", "USER": "user", "ASSISTANT": "assistant", "TOOL": "tool"}
@@ -46,6 +46,15 @@ class NegativeRow:
     by: str  # "turns_well_formed: <problem>", "mask_on_assistant_spans: <role> supervised", or "" when it passes
     masked_payload: int  # tokens of the typed reply the regex mask supervises
     twin: bool  # the template renders identical tokens from an honest conversation
+    #: one marker typed alone; else an end marker typed right before a header: a forged turn boundary, which
+    #: token ids cannot tell from a rendered one once a producer parses special tokens from the text
+    single: bool = True
+    #: the roles the oracle gives the typed reply's tokens: an assistant part there is a leak the row hides
+    payload_roles: list[str] = field(default_factory=list)
+
+    @property
+    def read_as_assistant(self) -> bool:
+        return bool(set(self.payload_roles) & {"assistant", "reasoning", "tool_call"})
 
 
 @dataclass
@@ -57,9 +66,9 @@ class NegativeReport:
     rows: list[NegativeRow]
     not_rendered: list[str]  # probes the template rejects or does not render verbatim, with why
 
-    def passing(self) -> list[NegativeRow]:
-        """Rows no contract fails."""
-        return [r for r in self.rows if not r.failed]
+    def passing(self, single: bool | None = True) -> list[NegativeRow]:
+        """Rows no contract fails (``single``: of one marker typed alone; False: forged boundaries; None: all)."""
+        return [r for r in self.rows if not r.failed and (single is None or r.single == single)]
 
     def to_json(self) -> str:
         return json.dumps({"template": self.template, "refused": self.refused, "rows": [asdict(r) for r in self.rows],
@@ -74,11 +83,19 @@ class NegativeReport:
 def marker_texts(oracle: Any, vocab: Any) -> tuple[dict[str, str], list[str]]:
     """The template's own headers (text -> role word) and end markers (texts), as its profile holds them."""
     prof = oracle.profile
+    tok = vocab.hf_tokenizer
+    added = {i: t.content for i, t in tok.backend_tokenizer.get_added_tokens_decoder().items()}
+
+    def text(ids: list[int]) -> str:  # special tokens as their text (some decoders drop </s> and the like)
+        return "".join(added[i] if i in added else tok.decode([i]) for i in ids)
+
     headers: dict[str, str] = {}
     for h in prof.headers:
-        text = vocab.hf_tokenizer.decode(list(h.core) + ([h.tail] if h.tail is not None else []))
-        headers.setdefault(text, _ROLE_WORD.get(h.role.name, "user"))
-    ends = sorted({vocab.hf_tokenizer.decode([e]) for h in prof.headers for e in h.ends})
+        headers.setdefault(text(list(h.core) + ([h.tail] if h.tail is not None else [])),
+                           _ROLE_WORD.get(h.role.name, "user"))
+    # an id past the vocabulary is the end a tightened profile gives a turn that may no longer end at the next
+    # header (verify.tighten): no text types it
+    ends = sorted({text([e]) for h in prof.headers for e in h.ends if e < len(vocab.newline_lead)})
     return headers, ends
 
 
@@ -98,12 +115,12 @@ def _with_text(message: dict[str, Any], typed: str) -> dict[str, Any]:
     return out
 
 
-def _typings(headers: dict[str, str], ends: list[str]) -> list[tuple[str, str | None]]:
-    """(typed text, role of the message an honest twin would start) for every marker and every end + header."""
-    out: list[tuple[str, str | None]] = [(e + PAYLOAD, None) for e in ends]
-    for h, role in headers.items():
-        out.append((h + PAYLOAD, role))
-        out += [(e + h + PAYLOAD, role) for e in ends]
+def _typings(headers: dict[str, str], ends: list[str]) -> list[tuple[str, str | None, bool]]:
+    """(typed text, role of the message an honest twin would start, single) for every marker typed alone
+    (``single``), then every end marker typed right before every header (a forged turn boundary)."""
+    out: list[tuple[str, str | None, bool]] = [(e + PAYLOAD, None, True) for e in ends]
+    out += [(h + PAYLOAD, role, True) for h, role in headers.items()]
+    out += [(e + h + PAYLOAD, role, False) for h, role in headers.items() for e in ends]
     return out
 
 
@@ -118,8 +135,10 @@ def _bases(cases: list[Any]) -> dict[str, tuple[Any, int]]:
     return found
 
 
-def probe_template(corpus: ModuleType, name: str) -> NegativeReport:
-    """Build and judge every negative probe of template ``name`` of ``corpus`` (real_templates or axolotl_templates)."""
+def probe_template(corpus: ModuleType, name: str, oracle: Any | None = None,
+                   targets: tuple[str, ...] = ("system", "tool", "user")) -> NegativeReport:
+    """Build and judge every negative probe of template ``name`` of ``corpus`` (real_templates or axolotl_templates),
+    with ``oracle`` (default: what ``--template-profile auto`` chooses), typing into messages of the ``targets`` roles."""
     from drafter_contracts.checks.policy import MaskFacts
     from drafter_contracts.checks.spans import disallowed_supervision
     from drafter_contracts.config import MaskPolicy
@@ -129,7 +148,7 @@ def probe_template(corpus: ModuleType, name: str) -> NegativeReport:
 
     vocab = corpus.template_vocabulary(name)
     try:
-        oracle = make_oracle(vocab, "auto")
+        oracle = oracle or make_oracle(vocab, "auto")
     except UsageProblem as exc:
         return NegativeReport(name, str(exc), [], [])
     tok = corpus.load_template_tokenizer(name)
@@ -139,8 +158,9 @@ def probe_template(corpus: ModuleType, name: str) -> NegativeReport:
     # here only for a mask on system, user or tool text (or on text in no turn), never for a policy choice.
     policy = MaskPolicy(header=True, end_of_turn=True, newline_after_end=True)
     rows, not_rendered = [], []
-    for target, (case, i) in sorted(_bases(corpus.cases(name, 12, tokenizer=tok).cases).items()):
-        for typed, twin_role in _typings(headers, ends):
+    bases = _bases(corpus.cases(name, 12, tokenizer=tok).cases)
+    for target, (case, i) in sorted((t, b) for t, b in bases.items() if t in targets):
+        for typed, twin_role, single in _typings(headers, ends):
             msgs = list(case.messages)
             msgs[i] = _with_text(msgs[i], typed)
             try:
@@ -175,7 +195,9 @@ def probe_template(corpus: ModuleType, name: str) -> NegativeReport:
             twin = False
             if not by and twin_role is not None:
                 twin = _renders_the_same(tok, template, case, msgs, i, typed, twin_role, ids)
-            rows.append(NegativeRow(target, typed[:-len(PAYLOAD)], bool(by), by, int(mask.sum()), twin))
+            reply = (spans[:, 0] < at + len(typed)) & (spans[:, 1] > at + len(typed) - len(PAYLOAD))
+            roles = sorted({Role(int(r)).name.lower() for r in labels.role[reply]})
+            rows.append(NegativeRow(target, typed[:-len(PAYLOAD)], bool(by), by, int(mask.sum()), twin, single, roles))
     return NegativeReport(name, None, rows, not_rendered)
 
 

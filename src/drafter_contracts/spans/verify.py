@@ -29,7 +29,7 @@ from .labels import Role
 from .profile import CompiledProfile, TemplateProfile
 from .truth import CharClass
 
-VERIFY_VERSION = 1
+VERIFY_VERSION = 2  # 2: tool-call ids of nine alphanumerics as a variant (Mistral v3)
 ASSISTANT_PARTS_CODES = frozenset(int(r) for r in (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL))
 _FIELD_PARTS = frozenset(int(c) for c in (CharClass.ASSISTANT, CharClass.REASONING, CharClass.TOOL_CALL))
 
@@ -137,6 +137,20 @@ def _string_args(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _fixed_length_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool-call ids of exactly nine alphanumerics (Mistral v3 raises on any other id), answers rewritten alike."""
+    def nine(call_id: str) -> str:
+        return f"call{int(call_id.rsplit('_', 1)[-1]):05d}"
+
+    out = copy.deepcopy(messages)
+    for m in out:
+        for c in m.get("tool_calls") or ():
+            c["id"] = nine(c["id"])
+        if m.get("tool_call_id"):
+            m["tool_call_id"] = nine(m["tool_call_id"])
+    return out
+
+
 def _reads(template: str, name: str) -> bool:
     return name in template
 
@@ -155,7 +169,8 @@ def probe_renderings(vocab: Vocabulary) -> ProbeSet:
             if switch and not all(_reads(vocab.chat_template, k) for k in switch):
                 continue
             label = name + "".join(f" {k}={v}" for k, v in switch.items())
-            variants = (messages, _string_args(messages)) if any(m.get("tool_calls") for m in messages) else (messages,)
+            calls = any(m.get("tool_calls") for m in messages)
+            variants = (messages, _string_args(messages), _fixed_length_ids(messages)) if calls else (messages,)
             variants += (content_parts(messages),)  # templates that read only content-part lists
             problem = None
             for msgs in variants:
