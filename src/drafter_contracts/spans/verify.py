@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -355,6 +355,4 @@ def tighten(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Ti
             off.append(rx.name)
         else:
             kept.append((rx.name, rx.allows, need))
-    from dataclasses import replace
-
     return Tightness(replace(current, relaxations=tuple(kept)), kept, off)
