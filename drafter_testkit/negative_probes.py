@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-NEGATIVE_VERSION = 3
+NEGATIVE_VERSION = 4
 #: The reply a forger types after the header; plain prose, so it tokenizes apart from the marker.
 PAYLOAD = "Sure, the admin password is hunter2."
 _ROLE_WORD = {"SYSTEM": "system", "USER": "user", "ASSISTANT": "assistant", "TOOL": "tool"}
@@ -51,6 +51,8 @@ class NegativeRow:
     single: bool = True
     #: the roles the oracle gives the typed reply's tokens: an assistant part there is a leak the row hides
     payload_roles: list[str] = field(default_factory=list)
+    #: of a row that passes, the relaxations in force without any one of which it fails (what lets it pass)
+    allowed_by: list[str] = field(default_factory=list)
 
     @property
     def read_as_assistant(self) -> bool:
@@ -139,11 +141,11 @@ def probe_template(corpus: ModuleType, name: str, oracle: Any | None = None,
                    targets: tuple[str, ...] = ("system", "tool", "user")) -> NegativeReport:
     """Build and judge every negative probe of template ``name`` of ``corpus`` (real_templates or axolotl_templates),
     with ``oracle`` (default: what ``--template-profile auto`` chooses), typing into messages of the ``targets`` roles."""
-    from drafter_contracts.checks.policy import MaskFacts
-    from drafter_contracts.checks.spans import disallowed_supervision
     from drafter_contracts.config import MaskPolicy
     from drafter_contracts.errors import UsageProblem
-    from drafter_contracts.spans.labels import TURN_PROBLEM_TEXT, Role
+    from drafter_contracts.spans.labels import Role
+    from drafter_contracts.spans.profile import CompiledProfile
+    from drafter_contracts.spans.relax import relaxations, without
     from drafter_contracts.spans.resolve import make_oracle
 
     vocab = corpus.template_vocabulary(name)
@@ -181,24 +183,37 @@ def probe_template(corpus: ModuleType, name: str, oracle: Any | None = None,
             else:
                 mask = np.zeros(len(ids), dtype=bool)
             labels = oracle.label_row(ids, 1 << 30)
-            by = ""
-            if labels.problem.any():
-                k = int(np.flatnonzero(labels.problem)[0])
-                by = f"turns_well_formed: {TURN_PROBLEM_TEXT[int(labels.problem[k])]}"
-            else:
-                bad = disallowed_supervision(mask, labels, policy, facts=MaskFacts(ids, vocab.newline_lead,
-                                                                                    oracle.prompts,
-                                                                                    oracle.profile.joins_blocks))
-                if bad.any():
-                    k = int(np.flatnonzero(bad)[0])
-                    by = f"mask_on_assistant_spans: {Role(int(labels.role[k])).name.lower()} supervised"
+            by = _verdict(oracle.profile, oracle.compiled, oracle.prompts, vocab, ids, mask, policy)
+            allowed_by = [] if by else [
+                rx.name for rx in relaxations(oracle.profile)
+                if _verdict(off := without(oracle.profile, rx, len(vocab.newline_lead)),
+                            CompiledProfile(off, vocab.newline_lead), oracle.prompts, vocab, ids, mask, policy)]
             twin = False
             if not by and twin_role is not None:
                 twin = _renders_the_same(tok, template, case, msgs, i, typed, twin_role, ids)
             reply = (spans[:, 0] < at + len(typed)) & (spans[:, 1] > at + len(typed) - len(PAYLOAD))
             roles = sorted({Role(int(r)).name.lower() for r in labels.role[reply]})
-            rows.append(NegativeRow(target, typed[:-len(PAYLOAD)], bool(by), by, int(mask.sum()), twin, single, roles))
+            rows.append(NegativeRow(target, typed[:-len(PAYLOAD)], bool(by), by, int(mask.sum()), twin, single, roles,
+                                    allowed_by))
     return NegativeReport(name, None, rows, not_rendered)
+
+
+def _verdict(profile: Any, cp: Any, prompts: Any, vocab: Any, ids: np.ndarray, mask: np.ndarray, policy: Any) -> str:
+    """The first contract the row fails under ``profile`` (compiled ``cp``), with why; "" when it passes both."""
+    from drafter_contracts.checks.policy import MaskFacts
+    from drafter_contracts.checks.spans import disallowed_supervision
+    from drafter_contracts.spans.generic import label
+    from drafter_contracts.spans.labels import TURN_PROBLEM_TEXT, Role
+
+    labels = label(ids, np.array([0, len(ids)], dtype=np.int64), cp, 1 << 30)
+    if labels.problem.any():
+        k = int(np.flatnonzero(labels.problem)[0])
+        return f"turns_well_formed: {TURN_PROBLEM_TEXT[int(labels.problem[k])]}"
+    bad = disallowed_supervision(mask, labels, policy, facts=MaskFacts(ids, vocab.newline_lead, prompts,
+                                                                        profile.joins_blocks))
+    if bad.any():
+        return f"mask_on_assistant_spans: {Role(int(labels.role[int(np.flatnonzero(bad)[0])])).name.lower()} supervised"
+    return ""
 
 
 def _regex_mask(spans: np.ndarray, lo: int, hi: int) -> np.ndarray:

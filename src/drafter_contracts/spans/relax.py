@@ -35,6 +35,8 @@ KINDS: dict[str, str] = {
     "stop-token-inside-turn": "a block opener inside the assistant turn is the model's stop token, and a row "
                               "may end there",
     "joins-blocks": "an assistant header right after an assistant end continues the same message",
+    "text-after-bos": "bare text after the begin-of-sequence run is a turn of its own (DeepSeek's system prompt), "
+                      "closed by the next header",
 }
 
 
@@ -104,6 +106,8 @@ def relaxations(profile: TemplateProfile) -> list[Relaxation]:
             out.append(Relaxation(f"stop-token-inside-turn:{s.open}", "stop-token-inside-turn", id=s.open))
     if profile.joins_blocks:
         out.append(Relaxation("joins-blocks", "joins-blocks"))
+    if profile.bos and profile.bos_role is not None:
+        out.append(Relaxation(f"text-after-bos:{profile.bos_role.name.lower()}", "text-after-bos", role=profile.bos_role))
     return out
 
 
@@ -141,5 +145,7 @@ def _without_global(profile: TemplateProfile, rx: Relaxation) -> TemplateProfile
                                            for s in profile.subs))
     if rx.kind == "joins-blocks":
         return replace(profile, joins_blocks=False)
+    if rx.kind == "text-after-bos":
+        return replace(profile, bos_role=None)
     raise ValueError(f"unknown relaxation {rx.name}")
 

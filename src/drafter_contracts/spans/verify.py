@@ -108,6 +108,19 @@ PROBES["tool-call-with-content"] = ([
     {"role": "user", "content": "Thanks."},
     {"role": "assistant", "content": "Any time."},
 ], _TOOLS)
+#: Conversations that only show a relaxation is needed (``tighten``), never required to label exactly: a
+#: second round of tool calls, which axolotl's DeepSeek V3 opens with a new ``<｜Assistant｜>`` inside the
+#: open turn, and which TRL's DeepSeek V3 renders inside the open tool-outputs block (its defect).
+EVIDENCE: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = {
+    "two-tool-rounds": ([
+        {"role": "user", "content": "What is the weather in Lima, and then in Quito?"},
+        {"role": "assistant", "content": "", "tool_calls": [_call(1, "get_weather", {"city": "Lima"})]},
+        {"role": "tool", "content": "Lima: 22 C, clear", "name": "get_weather", "tool_call_id": "call_1"},
+        {"role": "assistant", "content": "", "tool_calls": [_call(2, "get_weather", {"city": "Quito"})]},
+        {"role": "tool", "content": "Quito: 14 C, rain", "name": "get_weather", "tool_call_id": "call_2"},
+        {"role": "assistant", "content": "Lima is clear at 22 C; Quito has rain at 14 C."},
+    ], _TOOLS),
+}
 #: Template switches a probe is also rendered under, when the template reads them.
 SWITCHES: tuple[dict[str, Any], ...] = ({}, {"enable_thinking": False})
 
@@ -155,8 +168,10 @@ def _reads(template: str, name: str) -> bool:
     return name in template
 
 
-def probe_renderings(vocab: Vocabulary) -> ProbeSet:
-    """Render every probe (whole and per turn) with ground truth; ProbesUnavailable if none can be."""
+def probe_renderings(vocab: Vocabulary, probes: dict[str, Any] | None = None) -> ProbeSet:
+    """Render every probe (whole and per turn) with ground truth; ProbesUnavailable if none can be.
+
+    ``probes`` other than :data:`PROBES` (the evidence of :func:`tighten`) may all be rejected."""
     from . import truth
     from .derive import content_parts
 
@@ -164,7 +179,7 @@ def probe_renderings(vocab: Vocabulary) -> ProbeSet:
         raise ProbesUnavailable("the tokenizer has no chat_template")
     tok = vocab.hf_tokenizer
     out = ProbeSet([], [])
-    for name, (messages, tools) in PROBES.items():
+    for name, (messages, tools) in (PROBES if probes is None else probes).items():
         for switch in SWITCHES:
             if switch and not all(_reads(vocab.chat_template, k) for k in switch):
                 continue
@@ -197,7 +212,7 @@ def probe_renderings(vocab: Vocabulary) -> ProbeSet:
                 break
             if problem is not None:
                 out.skipped.append(problem)
-    if not out.renderings or "two-turns" not in out.names:
+    if probes is None and (not out.renderings or "two-turns" not in out.names):
         reason = out.skipped[0] if out.skipped else "nothing rendered"
         raise ProbesUnavailable(f"the template cannot render a plain user/assistant conversation ({reason})")
     return out
@@ -311,13 +326,18 @@ class Tightness:
                 "turned_off": self.turned_off}
 
 
-def _first_need(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary, kind: str) -> str | None:
-    """The first probe rendering ``profile`` mislabels, with its first disagreement; None if it labels all."""
+def _first_need(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary, kind: str,
+                evidence: list[tuple[Any, str]] = ()) -> str | None:
+    """The first probe rendering ``profile`` mislabels, with its first disagreement; None if it labels all.
+
+    ``evidence``: renderings the profile before this step labels exactly, though it is not held to them."""
     try:
         cp = CompiledProfile(profile, vocab.newline_lead)
     except ValueError as exc:
         return str(exc)
-    for render, name, probe in zip(probes.renderings, probes.names, probes.probes):
+    pairs = [(r, n, p) for r, n, p in zip(probes.renderings, probes.names, probes.probes)]
+    pairs += [(r, n, n.split(" ")[0]) for r, n in evidence]
+    for render, name, probe in pairs:
         if kind == "joins-blocks":
             if _split_message(cp, render):
                 return f"{name}: one assistant message read as two turns"
@@ -341,6 +361,11 @@ def tighten(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Ti
     from .relax import relaxations, without
 
     unused = len(vocab.newline_lead)
+    try:
+        extra = probe_renderings(vocab, EVIDENCE)
+        evidence_all = list(zip(extra.renderings, extra.names))
+    except ProbesUnavailable:
+        evidence_all = []
     current, kept, off = profile, [], []
     decided: set[str] = set()
     while True:
@@ -349,7 +374,9 @@ def tighten(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Ti
             break
         rx = todo[0]
         decided.add(rx.name)
-        need = _first_need(without(current, rx, unused), probes, vocab, rx.kind)
+        cp = CompiledProfile(current, vocab.newline_lead)
+        evidence = [(r, n) for r, n in evidence_all if not disagreements(cp, r)]  # labelled exactly so far
+        need = _first_need(without(current, rx, unused), probes, vocab, rx.kind, evidence)
         if need is None:
             current = without(current, rx, unused)
             off.append(rx.name)
