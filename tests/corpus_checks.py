@@ -62,3 +62,58 @@ def oracle_check(corpus: ModuleType, name: str, n: int, long: int = 0) -> int:
         if found:
             raise AssertionError(f"{where}: {found[0]} ({len(found)} mismatches)")
     return len(renders)
+
+
+def relaxations_in_force(corpus: ModuleType, name: str) -> list[tuple[str, str, str]] | None:
+    """The relaxations the chosen profile keeps, each with the rendering that needs it (None: refused).
+
+    Holds "no relaxation without a probe": every relaxation the profile has is listed with a
+    rendering of the template's own probes that is mislabelled without it, and nothing else is listed.
+    """
+    from drafter_contracts.spans.relax import relaxations
+    from drafter_contracts.spans.verify import EVIDENCE, PROBES
+
+    vocab = corpus.template_vocabulary(name)
+    try:
+        oracle = make_oracle(vocab, "auto")
+    except UsageProblem:
+        return None
+    kept = list(oracle.profile.relaxations)
+    assert sorted(rx.name for rx in relaxations(oracle.profile)) == sorted(n for n, _, _ in kept), (
+        f"{name}: relaxations in force {[rx.name for rx in relaxations(oracle.profile)]}, with a probe that needs them "
+        f"{[n for n, _, _ in kept]}")
+    for rname, allows, needed_by in kept:
+        assert allows and needed_by.split(":", 1)[0].split(" ")[0] in {*PROBES, *EVIDENCE}, f"{name}: {rname} needed by {needed_by!r}"
+    off = oracle.verification.get("turned_off")
+    assert isinstance(off, list) and not set(off) & {n for n, _, _ in kept}
+    return kept
+
+
+def negative_check(corpus: ModuleType, name: str, report: object) -> list[object]:
+    """Every negative probe of one marker fails a contract, bar two named kinds; returns the rows that pass.
+
+    The kinds: a *twin* (the template renders the identical tokens from an honest conversation: the typed
+    header's text split off into a message of its own), and a row a relaxation in force lets pass (the row
+    fails with any one of them turned off; each is in force because a rendering of the template needs it):
+    GLM's and Mistral's turns that end at the next header, DeepSeek's system text after the BOS, which any
+    header closes, Gemma 4's model turn, reopenable after the tool output that sits inside it.
+    Forged turn boundaries (an end marker typed right before a header) are counted, not held: with special
+    tokens parsed from the text they are turn boundaries in token ids (docs/real-templates.md).
+    """
+    r = corpus.rules(name)
+    if report.refused is not None:
+        assert r.text_marked or "refused (exit 4)" in handling_row(corpus, name), f"{name}: refused ({report.refused})"
+        return []
+    assert report.rows, f"{name}: no negative probe rendered ({report.not_rendered[:3]})"
+    kept = {n for n, _, _ in make_oracle(corpus.template_vocabulary(name), "auto").profile.relaxations}
+    passing = report.passing(single=True)
+    for row in passing:
+        assert row.twin or row.allowed_by, f"{name}: {row.target} text typing {row.typed!r} passes every contract ({row})"
+        assert set(row.allowed_by) <= kept, (name, row)
+    return passing
+
+
+def handling_row(corpus: ModuleType, name: str) -> str:
+    from drafter_testkit import template_table
+
+    return template_table.handling(name, "axolotl" if corpus.__name__.endswith("axolotl_templates") else "trl").row()

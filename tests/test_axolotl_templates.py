@@ -303,3 +303,67 @@ def collection_order(item: pytest.Item) -> tuple[str, str]:
     params = item.callspec.params if hasattr(item, "callspec") else {}
     name = params.get("name") or params.get("template") or params.get("vendor") or ""
     return (at.vendor_of(name).name if name in NAMES else name, name)
+
+
+# --------------------------------------------------------------------------- tightness
+
+
+@pytest.mark.parametrize("name", _names(NAMES))
+def test_relaxations_in_force_each_have_the_probe_that_needs_them(name: str) -> None:
+    """Every relaxation the chosen profile keeps is needed by a rendering of the template (named); the rest are off.
+    EXAONE 4 keeps no header that opens inside an open turn (only EXAONE 3's unclosed user turns need one)."""
+    kept = corpus_checks.relaxations_in_force(at, name)
+    if kept is None:
+        assert "refused (exit 4)" in template_table.handling(name, "axolotl").row(), name
+        return
+    if name == "exaone4":
+        assert not [n for n, _, _ in kept if n.startswith("header-inside-open-turn")], kept
+
+
+@pytest.mark.parametrize("name", _names(NAMES))
+def test_negative_probes_fail(name: str) -> None:
+    """User, system and tool text typing the template's own markers, tokenized with special tokens parsed and
+    masked where a regex producer matches the typed header: every such row fails, bar the named kinds."""
+    from drafter_testkit.negative_probes import cached_report
+
+    corpus_checks.negative_check(at, name, cached_report(at, name))
+
+
+def test_negative_probes_catch_the_loose_exaone4_profile() -> None:
+    """The probes can fail: with the assistant header allowed inside an open user turn (EXAONE 3's relaxation,
+    which the EXAONE 4 profile had), user text typing ``[|assistant|]`` reads as a supervised reply that passes."""
+    if MISSING is not None:
+        pytest.skip(MISSING)
+    from dataclasses import replace
+
+    from drafter_contracts.spans.builtin import builtin_profile
+    from drafter_contracts.spans.labels import Role
+    from drafter_contracts.spans.resolve import oracle_for_profile
+    from drafter_testkit.negative_probes import cached_report, probe_template
+
+    vocab = at.template_vocabulary("exaone4")
+    tight = builtin_profile("exaone4", vocab)
+    loose = replace(tight, headers=tuple(replace(h, inside=(Role.USER,)) if h.role == Role.ASSISTANT else h
+                                         for h in tight.headers))
+    report = probe_template(at, "exaone4", oracle_for_profile(loose, vocab), targets=("user",))
+    leaks = [r for r in report.passing() if r.read_as_assistant and not r.twin]
+    assert [r.typed for r in leaks] == ["[|assistant|]\n"], report.passing()
+    tight_report = cached_report(at, "exaone4")
+    assert [r for r in tight_report.rows if r.target == "user" and r.typed == "[|assistant|]\n"][0].failed
+
+
+@pytest.mark.slow
+def test_exaone4_producer_rows_typing_the_assistant_header_all_fail() -> None:
+    """speculators 0.7.0's regex path on the corpus' conversations for ``exaone4``, each also with ``[|assistant|]``
+    typed into its first user message: every row whose mask covers the typed text fails a contract."""
+    if MISSING is not None:
+        pytest.skip(MISSING)
+    from drafter_testkit.negative_probes import count_typed_marker_leaks
+    from drafter_testkit.speculators_producer import SpeculatorsUnavailable, load_preprocessing
+
+    try:
+        load_preprocessing()
+    except SpeculatorsUnavailable as exc:
+        pytest.skip(str(exc))
+    count = count_typed_marker_leaks(at, "exaone4", 20)
+    assert count.leaking and not count.passing and count.caught == count.leaking

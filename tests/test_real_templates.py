@@ -185,3 +185,23 @@ def test_docs_template_table_is_current(name: str) -> None:
     drafter_testkit.template_table)."""
     row = handling(name).row()
     assert row in TEMPLATES_DOC.read_text("utf-8").splitlines(), f"docs/templates.md is stale; its row must read: {row}"
+
+
+# --------------------------------------------------------------------------- tightness
+
+
+@pytest.mark.parametrize("name", TIERED)
+def test_relaxations_in_force_each_have_the_probe_that_needs_them(name: str) -> None:
+    """Every relaxation the chosen profile keeps is needed by a rendering of the template (named); the rest are off."""
+    kept = corpus_checks.relaxations_in_force(rt, name)
+    if kept is None:
+        assert "refused (exit 4)" in handling(name).row(), name
+
+
+@pytest.mark.parametrize("name", TIERED)
+def test_negative_probes_fail(name: str) -> None:
+    """User, system and tool text typing the template's own markers, tokenized with special tokens parsed and
+    masked where a regex producer matches the typed header: every such row fails, bar the named kinds."""
+    from drafter_testkit.negative_probes import cached_report
+
+    corpus_checks.negative_check(rt, name, cached_report(rt, name))

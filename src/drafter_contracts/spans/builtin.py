@@ -260,12 +260,15 @@ def command_a(r: Resolver) -> TemplateProfile:
     return _cohere(r, "command_a", always_prompts=True)
 
 
-def _exaone(r: Resolver, name: str, tail: bool) -> TemplateProfile:
+def _exaone(r: Resolver, name: str, tail: bool, user_unclosed: bool) -> TemplateProfile:
+    """EXAONE's turns; ``user_unclosed``: a user turn ends with no marker, so the assistant header may open
+    inside it (EXAONE 3 only: EXAONE 4 closes every turn, and there the same header typed in user text
+    is a pasted header, never the start of a reply)."""
     eot, nl = r.special("[|endofturn|]"), r.single("\n")
     words = [("[|system|]", Role.SYSTEM), ("[|user|]", Role.USER), ("[|assistant|]", Role.ASSISTANT),
              ("[|tool|]", Role.TOOL)]
     headers = [Header(role, (r.special(tok),), nl if tail else None, (eot,),
-                      inside=(Role.USER,) if role == Role.ASSISTANT else ())
+                      inside=(Role.USER,) if role == Role.ASSISTANT and user_unclosed else ())
                for tok, role in words if role != Role.TOOL or r.optional(tok) is not None]
     subs = r.sub("<think>", "</think>", Role.REASONING) + r.sub("<tool_call>", "</tool_call>", Role.TOOL_CALL)
     return TemplateProfile(name, tuple(headers), after_end=(nl,), subs=tuple(subs), short_tails=r.newline_runs(1))
@@ -274,13 +277,13 @@ def _exaone(r: Resolver, name: str, tail: bool) -> TemplateProfile:
 def exaone(r: Resolver) -> TemplateProfile:
     """EXAONE 3: ``[|ROLE|]…[|endofturn|]\\n``, but a user turn ends with no marker (``[|user|]…\\n[|assistant|]``):
     the assistant header may open inside an open user turn, closing it."""
-    return _exaone(r, "exaone", tail=False)
+    return _exaone(r, "exaone", tail=False, user_unclosed=True)
 
 
 def exaone4(r: Resolver) -> TemplateProfile:
     """EXAONE 4: ``[|ROLE|]\\n…[|endofturn|]\\n`` for every role (``[|tool|]`` too), ``<think>`` and ``<tool_call>``
     blocks in the reply."""
-    return _exaone(r, "exaone4", tail=True)
+    return _exaone(r, "exaone4", tail=True, user_unclosed=False)
 
 
 def jamba(r: Resolver) -> TemplateProfile:

@@ -26,7 +26,7 @@ from ..vocab import Vocabulary
 from .labels import Role
 from .profile import CompiledProfile, Header, Pair, SubSpan, TemplateProfile
 
-DERIVE_VERSION = 2
+DERIVE_VERSION = 3  # 3: profiles carry their relaxations
 
 # Letter-only sentinels: BPE keeps them apart from the newlines and markers around them.
 SYS, U1, A1, U2, A2 = "Qzsysq", "Qzusrone", "Qzastone", "Qzusrtwo", "Qzasttwo"

@@ -153,6 +153,10 @@ class TemplateProfile:
     joins_blocks: bool = False
     source: str = "builtin"  # "builtin" or "derived"
     notes: tuple[str, ...] = field(default=(), compare=False)
+    #: The relaxations verification found in force, each with the probe rendering that needs it
+    #: (``spans/verify.py: tighten``): (name, what it allows, rendering that is mislabelled without it).
+    #: Empty for a profile that was never verified (its relaxations are then all in force, unproven).
+    relaxations: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 
     # ------------------------------------------------------------------ views
     def _pair(self, role: Role) -> Pair | None:
@@ -184,6 +188,7 @@ class TemplateProfile:
             "subs": [s.to_json() for s in self.subs], "eos": list(self.eos),
             "short_tails": list(self.short_tails), "joins_blocks": self.joins_blocks, "source": self.source,
             "notes": list(self.notes),
+            "relaxations": [{"name": n, "allows": a, "needed_by": b} for n, a, b in self.relaxations],
         })
 
     @classmethod
@@ -191,7 +196,8 @@ class TemplateProfile:
         d = json.loads(text)
         return cls(d["name"], tuple(Header.from_json(h) for h in d["headers"]), tuple(d["after_end"]), tuple(d["bos"]),
                    _role(d["bos_role"]), tuple(SubSpan.from_json(s) for s in d["subs"]), tuple(d["eos"]),
-                   tuple(d["short_tails"]), bool(d.get("joins_blocks", False)), d["source"], tuple(d.get("notes", ())))
+                   tuple(d["short_tails"]), bool(d.get("joins_blocks", False)), d["source"], tuple(d.get("notes", ())),
+                   tuple((r["name"], r["allows"], r["needed_by"]) for r in d.get("relaxations", ())))
 
     # ------------------------------------------------------------------ comparison
     def structure(self) -> dict:

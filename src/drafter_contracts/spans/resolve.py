@@ -33,7 +33,7 @@ from .labels import Labels
 from .profile import CompiledProfile, TemplateProfile
 
 AUTO = "auto"
-RESOLVE_VERSION = 2  # 2: generation prompts of templates that close a finished conversation (Phi-3)
+RESOLVE_VERSION = 3  # 2: generation prompts of templates that close a finished conversation (Phi-3); 3: tightness
 
 
 def profile_names() -> tuple[str, ...]:
@@ -74,6 +74,7 @@ class SpanOracle:
     def to_dict(self) -> dict:
         return {"name": self.profile.name, "source": self.profile.source, "how": self.how,
                 "notes": list(self.profile.notes), "verification": self.verification,
+                "relaxations": [{"name": n, "allows": a, "needed_by": b} for n, a, b in self.profile.relaxations],
                 "generation_prompts": [list(p) for p in self.prompts]}
 
 
@@ -82,7 +83,8 @@ def _code_hash() -> str:
     """What a cached choice depends on besides the tokenizer: the labelling and verification code."""
     here = Path(__file__).parent
     h = hashlib.sha256(str(RESOLVE_VERSION).encode())
-    for name in ("resolve.py", "builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py"):
+    for name in ("resolve.py", "builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py",
+                 "relax.py"):
         p = here / name
         h.update(p.read_bytes() if p.is_file() else b"")
     return h.hexdigest()[:16]
@@ -99,6 +101,16 @@ def _display(name: str) -> str:
 
 def _limits(verdict: Any) -> str:
     return "".join(f"; limit: {x}" for x in verdict.limits)
+
+
+def _chosen(profile: TemplateProfile, how: str, verdict: Any, probes: Any, vocab: Vocabulary) -> dict[str, Any]:
+    """The cacheable document of a verified choice: the profile with every relaxation no probe needs turned
+    off (``verify.tighten``), and in ``verification`` the relaxations in force with the rendering that needs each."""
+    from .verify import tighten
+
+    tight = tighten(profile, probes, vocab)
+    return {"profile": tight.profile.to_json(), "how": how + _limits(verdict),
+            "verification": verdict.to_dict() | {"skipped": probes.skipped} | tight.to_dict()}
 
 
 def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
@@ -129,8 +141,8 @@ def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
             return {"error": f"--template-profile {name}: the {family} profile mislabels this tokenizer's chat template "
                              f"({verdict.first}); pass the tokenizer that produced the dataset, or --template-profile "
                              "auto"}
-        return {"profile": profile.to_json(), "how": f"built-in {family} (requested; labels {verdict.renderings} "
-                f"template renderings exactly)" + _limits(verdict), "verification": verdict.to_dict() | {"skipped": probes.skipped}}
+        return _chosen(profile, f"built-in {family} (requested; labels {verdict.renderings} template renderings exactly)",
+                       verdict, probes, vocab)
 
     where = f"--tokenizer {vocab.name}"
     if not vocab.chat_template:
@@ -145,8 +157,8 @@ def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
     for family, profile in available_builtins(vocab).items():
         verdict = verify(profile, probes, vocab)
         if verdict.ok:
-            return {"profile": profile.to_json(), "how": f"built-in {family} (labels {verdict.renderings} template "
-                    "renderings exactly)" + _limits(verdict), "verification": verdict.to_dict() | {"skipped": probes.skipped}}
+            return _chosen(profile, f"built-in {family} (labels {verdict.renderings} template renderings exactly)",
+                           verdict, probes, vocab)
         tried.append((f"built-in {family}", verdict))
     try:
         derived = cached_derivation(vocab)
@@ -155,8 +167,8 @@ def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
     else:
         verdict = verify(derived, probes, vocab)
         if verdict.ok:
-            return {"profile": derived.to_json(), "how": f"derived from the chat template (labels {verdict.renderings} "
-                    "template renderings exactly)" + _limits(verdict), "verification": verdict.to_dict() | {"skipped": probes.skipped}}
+            return _chosen(derived, f"derived from the chat template (labels {verdict.renderings} template renderings "
+                           "exactly)", verdict, probes, vocab)
         tried.append(("the derived profile", verdict))
         derived_note = ""
     closest = min(tried, key=lambda t: t[1].mismatches) if tried else None

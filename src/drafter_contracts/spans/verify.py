@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ from .labels import Role
 from .profile import CompiledProfile, TemplateProfile
 from .truth import CharClass
 
-VERIFY_VERSION = 1
+VERIFY_VERSION = 2  # 2: tool-call ids of nine alphanumerics as a variant (Mistral v3)
 ASSISTANT_PARTS_CODES = frozenset(int(r) for r in (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL))
 _FIELD_PARTS = frozenset(int(c) for c in (CharClass.ASSISTANT, CharClass.REASONING, CharClass.TOOL_CALL))
 
@@ -108,6 +108,19 @@ PROBES["tool-call-with-content"] = ([
     {"role": "user", "content": "Thanks."},
     {"role": "assistant", "content": "Any time."},
 ], _TOOLS)
+#: Conversations that only show a relaxation is needed (``tighten``), never required to label exactly: a
+#: second round of tool calls, which axolotl's DeepSeek V3 opens with a new ``<｜Assistant｜>`` inside the
+#: open turn, and which TRL's DeepSeek V3 renders inside the open tool-outputs block (its defect).
+EVIDENCE: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = {
+    "two-tool-rounds": ([
+        {"role": "user", "content": "What is the weather in Lima, and then in Quito?"},
+        {"role": "assistant", "content": "", "tool_calls": [_call(1, "get_weather", {"city": "Lima"})]},
+        {"role": "tool", "content": "Lima: 22 C, clear", "name": "get_weather", "tool_call_id": "call_1"},
+        {"role": "assistant", "content": "", "tool_calls": [_call(2, "get_weather", {"city": "Quito"})]},
+        {"role": "tool", "content": "Quito: 14 C, rain", "name": "get_weather", "tool_call_id": "call_2"},
+        {"role": "assistant", "content": "Lima is clear at 22 C; Quito has rain at 14 C."},
+    ], _TOOLS),
+}
 #: Template switches a probe is also rendered under, when the template reads them.
 SWITCHES: tuple[dict[str, Any], ...] = ({}, {"enable_thinking": False})
 
@@ -137,12 +150,28 @@ def _string_args(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _fixed_length_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool-call ids of exactly nine alphanumerics (Mistral v3 raises on any other id), answers rewritten alike."""
+    def nine(call_id: str) -> str:
+        return f"call{int(call_id.rsplit('_', 1)[-1]):05d}"
+
+    out = copy.deepcopy(messages)
+    for m in out:
+        for c in m.get("tool_calls") or ():
+            c["id"] = nine(c["id"])
+        if m.get("tool_call_id"):
+            m["tool_call_id"] = nine(m["tool_call_id"])
+    return out
+
+
 def _reads(template: str, name: str) -> bool:
     return name in template
 
 
-def probe_renderings(vocab: Vocabulary) -> ProbeSet:
-    """Render every probe (whole and per turn) with ground truth; ProbesUnavailable if none can be."""
+def probe_renderings(vocab: Vocabulary, probes: dict[str, Any] | None = None) -> ProbeSet:
+    """Render every probe (whole and per turn) with ground truth; ProbesUnavailable if none can be.
+
+    ``probes`` other than :data:`PROBES` (the evidence of :func:`tighten`) may all be rejected."""
     from . import truth
     from .derive import content_parts
 
@@ -150,12 +179,13 @@ def probe_renderings(vocab: Vocabulary) -> ProbeSet:
         raise ProbesUnavailable("the tokenizer has no chat_template")
     tok = vocab.hf_tokenizer
     out = ProbeSet([], [])
-    for name, (messages, tools) in PROBES.items():
+    for name, (messages, tools) in (PROBES if probes is None else probes).items():
         for switch in SWITCHES:
             if switch and not all(_reads(vocab.chat_template, k) for k in switch):
                 continue
             label = name + "".join(f" {k}={v}" for k, v in switch.items())
-            variants = (messages, _string_args(messages)) if any(m.get("tool_calls") for m in messages) else (messages,)
+            calls = any(m.get("tool_calls") for m in messages)
+            variants = (messages, _string_args(messages), _fixed_length_ids(messages)) if calls else (messages,)
             variants += (content_parts(messages),)  # templates that read only content-part lists
             problem = None
             for msgs in variants:
@@ -182,7 +212,7 @@ def probe_renderings(vocab: Vocabulary) -> ProbeSet:
                 break
             if problem is not None:
                 out.skipped.append(problem)
-    if not out.renderings or "two-turns" not in out.names:
+    if probes is None and (not out.renderings or "two-turns" not in out.names):
         reason = out.skipped[0] if out.skipped else "nothing rendered"
         raise ProbesUnavailable(f"the template cannot render a plain user/assistant conversation ({reason})")
     return out
@@ -255,3 +285,101 @@ def verify(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Ver
             first = f"{name}: {bad[0]}"
         total += len(bad)
     return Verdict(total == 0, len(probes.renderings), total, first, list(limits.values()))
+
+
+def _split_message(cp: CompiledProfile, render: Any) -> bool:
+    """Whether labelling ``render`` under ``cp`` without joined blocks cuts one assistant message in two turns.
+
+    ``joins_blocks`` changes no label, only where the mask rules see assistant turns end, so its need
+    is shown on the turns: two label runs of assistant output whose truth is one message.
+    """
+    from ..checks.policy import assistant_turns
+    from . import generic
+
+    ids = np.asarray(render.ids, dtype=np.int64)
+    offsets = np.array([0, len(ids)], dtype=np.int64)
+    lab = generic.label(ids, offsets, cp, 1 << 30)
+    turns = assistant_turns(lab.role, offsets, False)
+    fields = render.token_field
+    for a, b in zip(turns.ends[:-1], turns.starts[1:]):
+        before = [int(f) for f in fields[:a + 1] if f >= 0]
+        after = [int(f) for f in fields[b:] if f >= 0]
+        if before and after and render.fields[before[-1]].message == render.fields[after[0]].message:
+            return True
+    return False
+
+
+@dataclass
+class Tightness:
+    """The profile with every relaxation no probe rendering needs turned off, and the evidence.
+
+    ``needed``: (relaxation name, what it allows, the rendering mislabelled without it and how);
+    ``turned_off``: names of the relaxations no rendering needed.
+    """
+
+    profile: TemplateProfile
+    needed: list[tuple[str, str, str]] = field(default_factory=list)
+    turned_off: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"relaxations": [{"name": n, "allows": a, "needed_by": b} for n, a, b in self.needed],
+                "turned_off": self.turned_off}
+
+
+def _first_need(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary, kind: str,
+                evidence: list[tuple[Any, str]] = ()) -> str | None:
+    """The first probe rendering ``profile`` mislabels, with its first disagreement; None if it labels all.
+
+    ``evidence``: renderings the profile before this step labels exactly, though it is not held to them."""
+    try:
+        cp = CompiledProfile(profile, vocab.newline_lead)
+    except ValueError as exc:
+        return str(exc)
+    pairs = [(r, n, p) for r, n, p in zip(probes.renderings, probes.names, probes.probes)]
+    pairs += [(r, n, n.split(" ")[0]) for r, n in evidence]
+    for render, name, probe in pairs:
+        if kind == "joins-blocks":
+            if _split_message(cp, render):
+                return f"{name}: one assistant message read as two turns"
+            continue
+        if probe in OPTIONAL:
+            continue  # a limit: the profile is not held to it (verify), so it proves no need either
+        bad = disagreements(cp, render)
+        if bad:
+            return f"{name}: {bad[0]}"
+    return None
+
+
+def tighten(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Tightness:
+    """Turn off, one at a time, every relaxation of a verified ``profile`` that no probe rendering needs.
+
+    A relaxation is needed when, with it turned off, some rendering of the template's own probes
+    is mislabelled (its truth disagrees); the first such rendering is recorded as the reason it
+    stays. The others are turned off in order, each on the profile already tightened, so the
+    result still labels every probe exactly (a relaxation needed only once another is off stays).
+    """
+    from .relax import relaxations, without
+
+    unused = len(vocab.newline_lead)
+    try:
+        extra = probe_renderings(vocab, EVIDENCE)
+        evidence_all = list(zip(extra.renderings, extra.names))
+    except ProbesUnavailable:
+        evidence_all = []
+    current, kept, off = profile, [], []
+    decided: set[str] = set()
+    while True:
+        todo = [rx for rx in relaxations(current) if rx.name not in decided]
+        if not todo:
+            break
+        rx = todo[0]
+        decided.add(rx.name)
+        cp = CompiledProfile(current, vocab.newline_lead)
+        evidence = [(r, n) for r, n in evidence_all if not disagreements(cp, r)]  # labelled exactly so far
+        need = _first_need(without(current, rx, unused), probes, vocab, rx.kind, evidence)
+        if need is None:
+            current = without(current, rx, unused)
+            off.append(rx.name)
+        else:
+            kept.append((rx.name, rx.allows, need))
+    return Tightness(replace(current, relaxations=tuple(kept)), kept, off)
