@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from helpers import NEEDS_A_FILE
+
 from drafter_contracts.demo.conversations import generate_conversations
 from drafter_testkit.speculators_producer import (
     PATH_ENV,
@@ -191,9 +193,9 @@ def test_negative_control_im_end_in_pattern_fails(produced: Produced, preprocess
     verdicts = {name: c["verdict"] for name, c in summary["checks"].items()}
     assert verdicts.pop("mask_on_assistant_spans") == "fail"
     assert "fail" not in verdicts.values(), verdicts
-    # Only token_freq (no file) may skip and only the report-only content contracts may warn.
+    # Only the contracts of a file beside the data (none here) may skip; only the report-only content ones may warn.
     assert {k for k, v in verdicts.items() if v != "pass"} <= {
-        "token_freq", "duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors"}, verdicts
+        *NEEDS_A_FILE, "duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors"}, verdicts
 
 
 def test_raw_int64_output_passes_its_producer_contract(produced: Produced, tokenizer_dir: Path, tmp_path: Path,
