@@ -169,3 +169,19 @@ def test_profile_from_summaries_equals_profile_from_shards(clean_run):
     again = dataset_profile(summary["shards"], 100, (np.asarray(c["ids"]), np.asarray(c["counts"])))
     assert again == summary["profile"]
     assert dataset_profile(summary["shards"])["top_supervised_tokens"] is None  # without counts: said, not guessed
+
+
+def test_the_verdict_line_names_the_most_severe_reason_of_the_failing_contracts():
+    from drafter_contracts.controller import worst_reason
+
+    checks = {
+        "mask_on_assistant_spans": {"verdict": "fail", "by_reason": {"assistant end-of-turn token supervised": 189,
+                                                                     "tool token supervised": 189},
+                                    "severity": {"assistant end-of-turn token supervised": 1, "tool token supervised": 0}},
+        "turns_well_formed": {"verdict": "fail", "by_reason": {"header inside an open turn": 3}},  # unranked
+        "duplicate_rows": {"verdict": "warn", "by_reason": {"exact duplicate": 4}, "severity": {"exact duplicate": 0}},
+    }
+    assert worst_reason(checks) == "; worst: 189 rows with tool token supervised (mask_on_assistant_spans)"
+    checks["mask_on_assistant_spans"]["by_reason"]["tool token supervised"] = 1
+    assert worst_reason(checks) == "; worst: 1 row with tool token supervised (mask_on_assistant_spans)"
+    assert worst_reason({"turns_well_formed": checks["turns_well_formed"]}) == ""

@@ -306,7 +306,7 @@ def worst_reason(checks: dict[str, Any]) -> str:
     if not ranked:
         return ""
     _, n, reason, name = min(ranked)
-    return f"; worst: {-n:,} rows with {reason} ({name})"
+    return f"; worst: {-n:,} row{'' if n == -1 else 's'} with {reason} ({name})"
 
 
 def warn_excerpts(summary: dict[str, Any], limit: int = 1) -> list[str]:
