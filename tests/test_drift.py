@@ -151,15 +151,20 @@ def test_sample_is_bounded_in_tokens_per_shard_whatever_the_row_lengths():
     assert all(((o >= s.start) & (o < s.stop)).all() for o, s in zip(ordered, shards))
     assert [o.tolist() for o in global_sample(shards, 100, 7)] == [o.tolist() for o in ordered]  # fixed for a seed
     length_of = {int(r): (4000 if r % 3 == 0 else 50) for o in ordered for r in o}  # long and short rows
-    picked = within_budget(ordered, length_of, 1000)
+    candidates = np.array(sorted(length_of))
+
+    def within_budget_of(lengths: dict[int, int], budget: int) -> np.ndarray:
+        return within_budget(ordered, candidates, np.array([lengths[r] for r in candidates.tolist()]), budget)
+
+    picked = within_budget_of(length_of, 1000)
     assert np.all(np.diff(picked) > 0)
     for o in ordered:
         mine = [int(r) for r in o if int(r) in set(picked.tolist())]
         assert mine == [int(r) for r in o[:len(mine)]]  # a prefix in hash order: the same rows for any budget cut
         tokens = sum(length_of[r] for r in mine)
         assert tokens - length_of[mine[-1]] < 1000 <= tokens or len(mine) == len(o)  # stops at the row reaching it
-    assert len(within_budget(ordered, {r: 10**6 for r in length_of}, 1000)) == 2  # at least one row a shard
-    assert len(within_budget(ordered, length_of, 10**9)) == 200  # the row cap still holds
+    assert len(within_budget_of({r: 10**6 for r in length_of}, 1000)) == 2  # at least one row a shard
+    assert len(within_budget_of(length_of, 10**9)) == 200  # the row cap still holds
 
 
 def test_fewer_merges_tokenizer_keeps_ids_and_changes_splits(tmp_path, tokenizer_dir, tok):

@@ -86,13 +86,14 @@ def global_sample(shards: list, k: int, seed: int) -> list[np.ndarray]:
     return out
 
 
-def within_budget(ordered: list[np.ndarray], length_of: dict[int, int], budget: int) -> np.ndarray:
+def within_budget(ordered: list[np.ndarray], candidates: np.ndarray, lengths: np.ndarray, budget: int) -> np.ndarray:
     """Sorted global rows: each shard's hash-ordered rows up to the one that reaches ``budget`` tokens
-    (at least one row a shard), so the sample's cost is bounded in tokens whatever the row lengths."""
+    (at least one row a shard), so the sample's cost is bounded in tokens whatever the row lengths.
+    ``lengths[i]`` is the length of row ``candidates[i]`` (sorted: every row of ``ordered``)."""
     keep = []
-    for rows in ordered:
-        lengths = np.fromiter((length_of[int(r)] for r in rows), dtype=np.int64, count=len(rows))
-        before = np.cumsum(lengths) - lengths  # tokens taken before each row
+    for rows in ordered:  # a loop over shards only
+        mine = lengths[np.searchsorted(candidates, rows)]
+        before = np.cumsum(mine) - mine  # tokens taken before each row
         keep.append(rows[before < max(budget, 1)])
     return np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.int64)
 
@@ -252,7 +253,7 @@ def run_drift(e) -> CheckResult:
     part = e.dataset.take_rows(candidates)
     lengths = _list_column(part.column("input_ids")).lengths
     budget = rows_per_shard(drift.sample_tokens, len(e.all_shards))
-    picked = within_budget(ordered, dict(zip(candidates.tolist(), lengths.tolist())), budget)
+    picked = within_budget(ordered, candidates, lengths, budget)
     part = part.take(pa.array(np.searchsorted(candidates, picked)))  # a table of at most sample_rows rows
     a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),
                     _list_column(part.column("loss_mask")) if "loss_mask" not in e.column_problems else None,

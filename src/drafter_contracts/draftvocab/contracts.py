@@ -222,15 +222,20 @@ def matches_verdict(e, data: np.ndarray, m: DraftMapping) -> Verdict:
     return Verdict(result, details)
 
 
-def _reduce_matches(run) -> Verdict | CheckResult:
-    e = run.engine
-    m, why, _ = mapping_state(e)
+def _whole_inputs(run, name: str) -> tuple[DraftMapping, np.ndarray] | CheckResult:
+    """A whole-dataset contract's mapping and exact counts, or its skip saying which one is missing."""
+    m, why, _ = mapping_state(run.engine)
     if m is None or why is not None:
-        return CheckResult(MATCHES, "dataset", skipped=why)
-    data, why = _counts(run, MATCHES)
+        return CheckResult(name, "dataset", skipped=why)
+    data, why = _counts(run, name)
     if data is None:
-        return CheckResult(MATCHES, "dataset", skipped=why)
-    return matches_verdict(e, data, m)
+        return CheckResult(name, "dataset", skipped=why)
+    return m, data
+
+
+def _reduce_matches(run) -> Verdict | CheckResult:
+    got = _whole_inputs(run, MATCHES)
+    return got if isinstance(got, CheckResult) else matches_verdict(run.engine, got[1], got[0])
 
 
 # --------------------------------------------------------------------------- coverage
@@ -360,15 +365,11 @@ def coverage_verdict(e, data: np.ndarray, m: DraftMapping, parts: list[dict], st
 
 
 def _reduce_coverage(run) -> Verdict | CheckResult:
-    e = run.engine
-    m, why, _ = mapping_state(e)
-    if m is None or why is not None:
-        return CheckResult(COVERAGE, "dataset", skipped=why)
-    data, why = _counts(run, COVERAGE)
-    if data is None:
-        return CheckResult(COVERAGE, "dataset", skipped=why)
+    got = _whole_inputs(run, COVERAGE)
+    if isinstance(got, CheckResult):
+        return got
     parts = [p for p in run.partials(COVERAGE).values() if p is not None]
-    return coverage_verdict(e, data, m, parts, run.shard_stats())
+    return coverage_verdict(run.engine, got[1], got[0], parts, run.shard_stats())
 
 
 register(Spec(CONSISTENT, Scope.DATASET, "d2t/t2d are one well-formed draft vocabulary of the tokenizer's ids",
