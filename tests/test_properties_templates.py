@@ -103,7 +103,9 @@ def test_strategies_type_the_header_often_enough() -> None:
         seen.append(header_in_text(conv, headers))
 
     draw()
-    assert len(seen) == 200 and sum(seen) >= 40, sum(seen)
+    # Idle, about 1 in 3 conversations types it; in a loaded xdist run of the whole tier 32 of 200 did (hypothesis's
+    # generation is not the same there despite derandomize). 1 in 10 is what the leak properties need to see it.
+    assert len(seen) == 200 and sum(seen) >= 20, sum(seen)
     assert not any(header_in_text(c, headers) for c in [{"messages": [{"role": "assistant", "content": headers[0]}]}])
 
 
