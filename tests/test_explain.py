@@ -11,7 +11,9 @@ import pytest
 from drafter_contracts.config import builtin_contracts, load_contract
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import Engine
-from drafter_contracts.explain import BEFORE, excerpt, explain_violation, format_failure, render_segments, window
+from drafter_contracts.explain import (BEFORE, MAX_SPANS, excerpt, explain_violation, format_failure, offending_runs,
+                                      offending_tokens, render_segments, window)
+from drafter_contracts.spans.labels import Role
 from drafter_testkit import policy_mutants as pm
 from drafter_testkit.producers import convention_dataset_dir
 
@@ -45,8 +47,16 @@ def test_segments_cover_the_window_exactly(engine, vocab):
     ids, mask, _ = engine.row(v.row)
     segs = e.window.segments
     assert segs[0].start == max(0, v.position - BEFORE) and e.window.cut_before == (segs[0].start > 0)
-    assert all(a.end == b.start for a, b in zip(segs, segs[1:]))  # contiguous, no token lost
-    assert "".join(s.text for s in segs) == vocab.decode(ids[segs[0].start:segs[-1].end])
+    windows: list[list] = [[segs[0]]]  # contiguous runs of segments: one per window, no token lost inside one
+    for a, b in zip(segs, segs[1:]):
+        assert b.start >= a.end
+        if b.start == a.end:
+            windows[-1].append(b)
+        else:
+            windows.append([b])
+    assert len(windows) <= MAX_SPANS
+    for w in windows:
+        assert "".join(s.text for s in w) == vocab.decode(ids[w[0].start:w[-1].end])
     for s in segs:  # one mask state per segment, and it is the data's
         assert set(mask[s.start:s.end].tolist()) == {s.supervised}
     assert any(s.role == "assistant_end" and s.supervised and s.offending and s.text == "<|im_end|>" for s in segs)
@@ -62,6 +72,60 @@ def test_every_offending_token_in_the_window_is_marked(engine):
     offending = [s for s in e.window.segments if s.offending]
     assert offending and all(s.role == "assistant_end" for s in offending)
     assert len(w.segments) > 1  # the plain window (no offending array) still decodes
+
+
+def test_every_offending_run_of_the_row_is_shown_or_counted(engine):
+    """A row whose every user turn is supervised, the turns far apart: each run is in a window of the
+    excerpt or counted in its '+N more' tail, and the window's spans list them all."""
+    contract = engine.contract
+    for row in range(engine.dataset.num_rows):
+        ids, mask, _ = engine.row(row)
+        labels = engine.oracle.label_row(ids, MAX_LEN)
+        user = labels.role == Role.USER
+        if len(offending_runs(user)) >= 3 and np.flatnonzero(user)[-1] - np.flatnonzero(user)[0] > 4 * BEFORE:
+            break
+    else:
+        pytest.fail("no row with three user turns far apart")
+    leaked = mask.astype(bool) | user
+    off = offending_tokens("mask_on_assistant_spans", ids, leaked, labels, contract, engine.vocab.newline_lead,
+                           engine.oracle.mask_facts(ids))
+    assert off is not None and (off >= user).all()
+    first = int(np.flatnonzero(off)[0])
+    w = window(ids, leaked, labels.role, first, engine.vocab, off)
+    runs = [tuple(r) for r in offending_runs(off).tolist()]
+    assert list(w.spans) == runs and w.span_count == len(runs) >= 3
+    shown = [(seg.start, seg.end) for seg in w.segments if seg.offending]
+    reached = [r for r in runs if any(a < r[1] and r[0] < b for a, b in shown)]
+    assert len(reached) == min(len(runs), len(reached) + w.spans_not_shown) and len(reached) >= min(3, MAX_SPANS)
+    last_user = max(r for r in offending_runs(user).tolist())
+    line = render_segments(w)
+    assert " … " in line
+    if tuple(last_user) in reached:
+        assert any(seg.start == last_user[0] and seg.offending and seg.supervised for seg in w.segments)
+    if w.spans_not_shown:
+        assert line.endswith(f"more offending span{'s' if w.spans_not_shown > 1 else ''})")
+
+
+def test_far_offending_runs_get_windows_of_their_own():
+    """Without a tokenizer: a slip at token 3 and a leak at 150..159 of a 400-token row both show,
+    joined by ' … '; ten leaks show the first MAX_SPANS windows and count the rest."""
+    ids = np.arange(400)
+    mask = np.zeros(400, dtype=bool)
+    off = np.zeros(400, dtype=bool)
+    off[3] = True
+    off[150:160] = mask[150:160] = True
+    w = window(ids, mask, None, 3, None, off)
+    assert [(s.start, s.end) for s in w.segments if s.offending] == [(3, 4), (150, 160)]
+    assert w.spans == ((3, 4), (150, 160)) and w.spans_not_shown == 0
+    line = render_segments(w)
+    assert " … " in line and "▶⟦150 151" in line and "more offending" not in line
+    assert w.segments[-1].end == 161 and w.cut_after
+    many = np.zeros(400, dtype=bool)
+    many[5:400:40] = True  # ten runs, 40 tokens apart
+    w = window(ids, None, None, 5, None, many)
+    assert w.span_count == 10 and len(offending_runs(many)) == 10
+    assert w.spans_not_shown == 10 - sum(1 for s in w.segments if s.offending) > 0
+    assert render_segments(w).endswith(f"(+{w.spans_not_shown} more offending spans)")
 
 
 def test_completeness_violation_marks_the_unsupervised_tokens(engine):

@@ -325,7 +325,9 @@ def warn_excerpts(summary: dict[str, Any], limit: int = 1) -> list[str]:
                 text = f"(cannot decode: {found['error']})"
             else:
                 segments = [Segment(**seg) for seg in found["segments"]]
-                text = render_segments(Window(segments, found["start"] > 0, found["stop"] < found["length"]))
+                spans = tuple(tuple(span) for span in found.get("offending_spans", ()))
+                text = render_segments(Window(segments, found["start"] > 0, found["stop"] < found["length"],
+                                              spans, found.get("offending_span_count", len(spans))))
             lines.append(f"  WARN {name}: row {e['row']}: {e['reason']}")
             lines.append(f"    {text}")
     if lines:

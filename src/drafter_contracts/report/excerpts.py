@@ -2,7 +2,8 @@
 
 The segments come from :mod:`drafter_contracts.explain`, the same records the terminal
 draws, so a row looks the same in both places: ``{"text", "role", "supervised",
-"offending", "start", "end"}`` runs of tokens.
+"offending", "start", "end"}`` runs of tokens (a segment whose start is not the previous
+one's end begins a later window), and the row's offending runs as ``[start, end]`` pairs.
 """
 
 from __future__ import annotations
@@ -20,4 +21,6 @@ def decoded_example(engine: Any, row: int, position: int, check: str, reason: st
     ex = explain_row(check, row, position, reason, engine)
     segs = ex.window.segments
     start, stop = (segs[0].start, segs[-1].end) if segs else (0, 0)
-    return {"start": start, "stop": stop, "length": ex.length, "segments": [s.to_dict() for s in segs]}
+    return {"start": start, "stop": stop, "length": ex.length, "segments": [s.to_dict() for s in segs],
+            "offending_spans": [list(span) for span in ex.window.spans],
+            "offending_span_count": ex.window.span_count}

@@ -39,6 +39,7 @@ pre.details{background:#f6f8fa;padding:10px;border-radius:6px;white-space:pre-wr
 .seg{border-radius:2px;padding:1px 0}
 .seg.sup{text-decoration:underline 2px #1a7f37;font-weight:600}
 .seg.off{outline:2px solid #cf222e;outline-offset:1px}
+.gap{color:#888;padding:0 .4em}
 .tag{font:600 10px system-ui,sans-serif;color:#57606a;background:#fff;border:1px solid #d0d7de;border-radius:3px;padding:0 3px;margin:0 2px;vertical-align:1px}
 .legend span{margin-right:10px;padding:1px 5px;border-radius:3px;font-size:12px}
 .hidden{display:none}
@@ -212,14 +213,18 @@ def render_segments(segments: Iterable[dict[str, Any]]) -> str:
     """Draw a list of ``{"text", "role", "supervised", "offending"}`` segments (the excerpt interface)."""
     out = []
     last_role = None
+    last_end = None
     for seg in segments:
+        if last_end is not None and seg.get("start", last_end) != last_end:
+            out.append('<span class="gap" title="tokens left out">…</span>')
+        last_end = seg.get("end")
         role = seg.get("role") or ""
         if role and role != last_role and role not in _UNTAGGED:
             out.append(f'<span class="tag">{_e(role)}</span>')
         last_role = role
         cls = "seg" + (" sup" if seg.get("supervised") else "") + (" off" if seg.get("offending") else "")
         title = f"role {role or 'n/a'} · loss_mask {'1' if seg.get('supervised') else '0'}" + (
-            " · first offending token" if seg.get("offending") else "")
+            " · offending token" if seg.get("offending") else "")
         text = str(seg.get("text", "")).replace("\n", "⏎\n")
         out.append(f'<span class="{cls}" data-role="{_e(role)}" style="background:{ROLE_COLOURS.get(role, "#fff")}" '
                    f'title="{_e(title)}">{_e(text)}</span>')
@@ -230,7 +235,7 @@ def _legend() -> str:
     roles = ("system", "user", "tool", "assistant", "reasoning", "tool_call", "header", "injected")
     items = "".join(f'<span style="background:{ROLE_COLOURS[r]}">{r}</span>' for r in roles)
     return (f'<p class="legend">{items}<span class="seg sup">underlined bold: loss_mask = 1</span>'
-            f'<span class="seg off">outlined: first offending token</span> ⏎ newline</p>')
+            f'<span class="seg off">outlined: offending tokens</span> ⏎ newline</p>')
 
 
 def _violations(checks: dict[str, Any]) -> str:
@@ -250,6 +255,10 @@ def _violations(checks: dict[str, Any]) -> str:
                 blocks.append(f'<div class="row"><div class="head">{head}</div><em>{_e(x["error"])}</em></div>')
                 continue
             span = f" · tokens {x['start']:,}..{x['stop']:,} of {x['length']:,}"
+            runs = x.get("offending_span_count", 0)
+            if runs > 1:
+                listed = ", ".join(f"{a:,}–{b - 1:,}" for a, b in x.get("offending_spans", [])[:12])
+                span += f" · {runs:,} offending spans: {_e(listed)}{' …' if runs > 12 else ''}"
             more = "…" if x["start"] > 0 else ""
             tail = "…" if x["stop"] < x["length"] else ""
             blocks.append(f'<div class="row"><div class="head">{head}{span}</div>'
