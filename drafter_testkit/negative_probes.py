@@ -340,8 +340,37 @@ def count_typed_marker_leaks(corpus: ModuleType, name: str, n: int, oracle: Any 
     return out
 
 
+def totals() -> dict[str, Any]:
+    """Every template of both corpora: rows typing one marker that fail, are twins, or pass by a relaxation
+    in force (per template), and forged boundaries that fail (the figures docs/real-templates.md gives)."""
+    from . import axolotl_templates as at
+    from . import real_templates as rt
+
+    out: dict[str, Any] = {"templates": 0, "refused": 0, "single": 0, "single_failed": 0, "twins": 0,
+                           "relaxed": {}, "forged": 0, "forged_failed": 0}
+    for corpus in (rt, at):
+        for name in corpus.template_names():
+            report = cached_report(corpus, name)
+            if report.refused:
+                out["refused"] += 1
+                continue
+            out["templates"] += 1
+            single = [r for r in report.rows if r.single]
+            out["single"] += len(single)
+            out["single_failed"] += sum(r.failed for r in single)
+            out["twins"] += sum(1 for r in single if not r.failed and r.twin)
+            relaxed = sum(1 for r in single if not r.failed and not r.twin)
+            if relaxed:
+                out["relaxed"][name] = relaxed
+            forged = [r for r in report.rows if not r.single]
+            out["forged"] += len(forged)
+            out["forged_failed"] += sum(r.failed for r in forged)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m drafter_testkit.negative_probes measure exaone4 [N]``: the leak count before and after."""
+    """``python -m drafter_testkit.negative_probes measure exaone4 [N]``: the leak count before and after;
+    ``... totals``: the figures of both corpora."""
     import sys
     from dataclasses import replace
 
@@ -352,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     from . import axolotl_templates as at
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["totals"]:
+        print(json.dumps(totals(), indent=1))
+        return 0
     name, n = args[1], int(args[2]) if len(args) > 2 else 40
     vocab = at.template_vocabulary(name)
     after = make_oracle(vocab, "auto")

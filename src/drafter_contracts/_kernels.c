@@ -24,7 +24,7 @@
  * tests/test_kernels.py checks it against spans/labels.py. The labeller's codes are in _labeller.c. */
 enum { ASSISTANT_END = 8 };
 
-DC_EXPORT int32_t dc_abi_version(void) { return 8; }
+DC_EXPORT int32_t dc_abi_version(void) { return 9; }
 
 static inline int64_t clip(int64_t v, int64_t hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 

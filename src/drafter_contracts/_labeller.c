@@ -67,6 +67,7 @@ typedef struct {
     const uint8_t *closed_by_next;/* [n_specs + 1] */
     const uint8_t *is_bos;        /* [n_specs + 1] */
     const uint8_t *inside;        /* [(n_specs + 1) * 256] may open inside an open turn of that role */
+    const int64_t *inside_after;  /* [n_specs + 1] ... only once this sub-span closed in it (-1: anywhere) */
     const uint8_t *free_role;     /* [n_specs + 1] role of the tokens between core and until (0: header) */
     const uint8_t *accepts;       /* [(n_specs + 1) * n_end_codes] */
     const int64_t *opener_specs_start; /* [n_openers + 1] specs of each opener, in matching order */
@@ -334,7 +335,9 @@ DC_EXPORT int64_t NAME(const ID_T *ids, const int64_t *offsets, int64_t n_rows, 
                 if (cut) hlen = b - p;                                                                     \
                 /* nested, or closing an assistant turn that ends at the next header */                  \
                 if (prev_is_s) {                                                                           \
-                    const int reopens = P->inside[spec * 256 + P->role[prev_spec]];                        \
+                    const int64_t k = P->inside_after[spec];                                               \
+                    const int reopens = P->inside[spec * 256 + P->role[prev_spec]]                         \
+                        && (k < 0 || (sub_last_close[k] > prev_m && sub_last_close[k] > sub_last_open[k])); \
                     if (P->needs_end[prev_spec] && !reopens) nested = 1;                                   \
                     if (P->closed_by_next[prev_spec]) closes_assistant = 1;                                \
                 }                                                                                          \

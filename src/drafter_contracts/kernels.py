@@ -48,7 +48,7 @@ NUMPY_SLOWDOWN = "about 12x slower per token (913,786 rows at -n 2: ~90 s instea
 ASSISTANT_END = 8
 
 #: 7: the ChatML-only labeller (label_chatml) is gone; 6: the labeller's profile gained body_subs.
-ABI_VERSION = 8
+ABI_VERSION = 9
 _P, _I64, _I32, _U64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64
 
 #: argument types per exported function family (the _i32/_i64, _p32/_p64, _c32/_c64 variants share them)

@@ -164,8 +164,11 @@ def gemma4(r: Resolver) -> TemplateProfile:
     subs = (r.sub("<|channel>", "<channel|>", Role.REASONING) + r.sub("<|tool_call>", "<tool_call|>", Role.TOOL_CALL)
             + [SubSpan(s.open, s.close, s.role, s.within, stops=True)
                for s in r.sub("<|tool_response>", "<tool_response|>", Role.TOOL)])
-    # DiffusionGemma writes a new model header after tool responses without closing the model turn.
-    headers = [Header(h.role, h.core, h.tail, h.ends, inside=(Role.ASSISTANT,) if h.role == Role.ASSISTANT else ())
+    # DiffusionGemma writes a new model header after tool responses without closing the model turn,
+    # and only there: right after <tool_response|>.
+    closes = r.optional("<tool_response|>")
+    headers = [Header(h.role, h.core, h.tail, h.ends, inside=(Role.ASSISTANT,) if h.role == Role.ASSISTANT else (),
+                      inside_after=closes if h.role == Role.ASSISTANT else None)
                for h in _roles((start,), r, words, nl, (end,))]
     return TemplateProfile("gemma4", tuple(headers), after_end=(nl,),
                            bos=(r.special("<bos>"),), subs=tuple(subs), short_tails=r.newline_runs(1))

@@ -152,6 +152,13 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
     cur_k = np.clip(np.searchsorted(s_pos, marks), 0, max(len(s_pos) - 1, 0))
     cur_spec1 = s_spec1[cur_k] if len(s_pos) else np.zeros(len(marks), dtype=np.intp)
     reopens = cp.spec_inside[cur_spec1, cp.spec_role[prev_spec1]]  # a header allowed to close the open turn
+    after = cp.spec_inside_after[cur_spec1]  # ... only once this sub-span has closed in it, where one is named
+    for k in np.unique(after[reopens & (after >= 0)]).tolist():
+        s = cp.profile.subs[k]
+        pos = np.arange(n, dtype=row_start.dtype)
+        closed = _last_at_or_before(ids == s.close, pos, row_start)[marks]
+        opened = _last_at_or_before(ids == s.open, pos, row_start)[marks]
+        reopens &= (after != k) | ((closed > prev) & (closed > opened))
     nested = marks[m_is_s & prev_is_s & cp.spec_needs_end[prev_spec1] & ~reopens]
     closes_assistant = marks[m_is_s & prev_is_s & cp.spec_closed_by_next[prev_spec1]]
     m_end = ~m_is_s

@@ -78,6 +78,11 @@ class Header:
     #: at the end of every rendering (axolotl's Command A appends ``<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>``
     #: even without ``add_generation_prompt``); elsewhere a row that ends inside a turn is an unclosed turn.
     ends_row: bool = False
+    #: The closing id of a sub-span that must have closed in the open turn, and not opened again, for this
+    #: header to open inside it (DiffusionGemma reopens the model turn only once a ``<tool_response|>`` has
+    #: closed the tool output): a header typed inside tool output is pasted text, not a new reply.
+    #: None: anywhere (EXAONE 3's unclosed user turn ends at any header).
+    inside_after: int | None = None
 
     @property
     def body_role(self) -> Role:
@@ -86,7 +91,7 @@ class Header:
     def to_json(self) -> dict:
         return {"role": self.role.name.lower(), "core": list(self.core), "tail": self.tail, "ends": list(self.ends),
                 "until": self.until, "body": self.body.name.lower() if self.body is not None else None,
-                "inside": [r.name.lower() for r in self.inside],
+                "inside": [r.name.lower() for r in self.inside], "inside_after": self.inside_after,
                 "free": self.free.name.lower() if self.free is not None else None, "plain": list(self.plain),
                 "ends_row": self.ends_row}
 
@@ -94,7 +99,7 @@ class Header:
     def from_json(cls, d: dict) -> "Header":
         return cls(Role[d["role"].upper()], tuple(d["core"]), d["tail"], tuple(d["ends"]), d.get("until"),
                    _role(d.get("body")), tuple(Role[r.upper()] for r in d.get("inside", ())), _role(d.get("free")),
-                   tuple(d.get("plain", ())), bool(d.get("ends_row", False)))
+                   tuple(d.get("plain", ())), bool(d.get("ends_row", False)), d.get("inside_after"))
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,7 @@ class TemplateProfile:
         return {
             "headers": sorted((int(h.role), h.core, h.tail if h.tail is not None else -1, tuple(sorted(h.ends)),
                                h.until if h.until is not None else -1, int(h.body_role), tuple(sorted(h.inside)),
+                               h.inside_after if h.inside_after is not None else -1,
                                int(h.free) if h.free is not None else -1, tuple(sorted(h.plain)), h.ends_row)
                               for h in self.headers),
             "after_end": sorted(self.after_end), "bos": self.bos,
@@ -291,6 +297,11 @@ class CompiledProfile:
         self.spec_inside = np.zeros((len(self.headers) + 1, 256), dtype=bool)
         for s, h in enumerate(self.headers):
             self.spec_inside[s + 1, list(h.inside)] = True
+        # inside_after[spec + 1]: the sub-span (index into subs) that must have closed in the open turn for
+        # it to open inside that turn (-1: anywhere)
+        closes = [s.close for s in profile.subs]
+        self.spec_inside_after = np.array([-1] + [closes.index(h.inside_after) if h.inside_after in closes else -1
+                                                  for h in self.headers], dtype=np.int64)
         self.spec_needs_end = np.array([True] + [bool(h.ends) for h in self.headers], dtype=bool)
         # An assistant turn without end ids is closed by the next header, whose first token it generates.
         self.spec_closed_by_next = np.array([False] + [h.role == Role.ASSISTANT and not h.ends for h in self.headers],

@@ -24,8 +24,10 @@ from .profile import SubSpan, TemplateProfile
 
 #: The kinds of relaxation, with what each allows (the summary and docs/templates.md say the same).
 KINDS: dict[str, str] = {
-    "header-inside-open-turn": "a header may open while a turn of another role is still open, closing it",
-    "reopenable-turn": "a header may open while a turn of its own role is still open, closing it",
+    "header-inside-open-turn": "a header may open while a turn of another role is still open, closing it "
+                               "(right after the one id the profile names, where it names one)",
+    "reopenable-turn": "a header may open while a turn of its own role is still open, closing it "
+                       "(right after the one id the profile names, where it names one)",
     "ends-at-next-header": "a turn has no end marker of its own: the next header closes it",
     "alternative-end-marker": "a turn may close with a second end marker besides its first",
     "optional-after-end": "an id the template may write right after an end marker",
