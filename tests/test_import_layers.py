@@ -1,0 +1,123 @@
+"""The package's layers, read from its import graph: no module imports a layer above its own.
+
+Every import statement is read from the syntax tree, so imports inside functions and under
+``TYPE_CHECKING`` count like module-level ones (a lazy import is still a dependency, and a
+type-only one still ties the modules together when they change). docs/architecture.md draws
+the same order. The upward imports the package still has are listed in :data:`KNOWN`, each
+with what it reaches for; the list is exact, so a new one fails the test and a removed one
+must leave the list too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from test_layers import MODULES, SRC, imports
+
+#: Bottom up. A module belongs to the layer of its longest matching prefix (relative to the package).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("errors", "results", "paths", "allocator", "hypothesis_settings", "wire")),
+    ("data", ("dataset", "vocab", "kernels", "kernels_numpy", "tokenizer_source", "builtin_tokenizer",
+              "trl_templates", "integrity", "checks.view")),
+    ("spans", ("spans",)),
+    ("policy", ("conventions", "config", "checks.policy")),
+    ("checks", ("checks", "draftvocab", "hidden", "completeness", "maskers", "properties", "strategies")),
+    ("engine", ("engine",)),
+    ("report", ("report", "explain")),
+    ("entry", ("controller", "plugin", "suite", "options", "__main__", "init_contract", "demo", "contracts",
+               "__init__")),
+)
+
+#: (importing module, imported module) -> what the upward import reaches for.
+KNOWN: dict[tuple[str, str], str] = {
+    ("checks.registry", "engine"): "type-only: Engine and ShardWork in the Spec protocol",
+    ("hidden.contracts", "engine"): "type-only: Engine and ShardWork",
+    ("config", "hidden.policy"): "the [hidden] table's parser, called from the contract loader",
+    ("config", "draftvocab.policy"): "the [vocab] table's parser, called from the contract loader",
+    ("conventions", "checks"): "the mask-policy checks a convention preset is validated against (two imports)",
+    ("engine", "report.stats"): "the per-shard statistics the engine fills (accumulators live in report/)",
+    ("integrity", "checks.registry"): "integrity registers its own contract",
+    ("maskers.oracle", "explain"): "a masker disagreement decoded as an excerpt",
+    ("properties.context", "options"): "the property suite reads the same --options as the gate",
+    ("spans.resolve", "conventions"): "tag_policy: the generation-tag convention of a resolved profile",
+    ("spans.resolve", "checks.policy"): "MaskFacts built for the resolved oracle",
+    ("spans.verify", "checks.policy"): "assistant_turns, to compare a profile's turns with the rendering's",
+}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = [p for p in rel.parts if p != "__init__"] or ["__init__"]
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int | None:
+    """Index into :data:`LAYERS` of a module (relative dotted name), or None when no prefix matches."""
+    parts = module.split(".")
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            pp = prefix.split(".")
+            if parts[:len(pp)] == pp and (best is None or len(pp) > best[1]):
+                best = (index, len(pp))
+    return None if best is None else best[0]
+
+
+def upward(module: str, found: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """(line, imported module) of each import of ``module`` that reaches a layer above its own."""
+    me = layer_of(module)
+    out = []
+    for line, name in found:
+        if not name.startswith("drafter_contracts.") or me is None:
+            continue
+        other = layer_of(name.removeprefix("drafter_contracts."))
+        if other is not None and other > me:
+            out.append((line, name.removeprefix("drafter_contracts.")))
+    return out
+
+
+def known(module: str, name: str) -> tuple[str, str] | None:
+    """The :data:`KNOWN` entry an upward import of ``name`` by ``module`` falls under, if any."""
+    return next(((m, n) for m, n in KNOWN if module == m and (name == n or name.startswith(n + "."))), None)
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = [module_name(p) for p in MODULES if layer_of(module_name(p)) is None]
+    assert not unplaced, f"modules in no layer (add them to LAYERS and docs/architecture.md): {unplaced}"
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    new, seen = [], set()
+    for path in MODULES:
+        module = module_name(path)
+        for line, name in upward(module, imports(path)):
+            hit = known(module, name)
+            if hit is None:
+                new.append(f"{path.relative_to(SRC)}:{line} imports {name} "
+                           f"({LAYERS[layer_of(module)][0]} -> {LAYERS[layer_of(name)][0]})")
+            else:
+                seen.add(hit)
+    assert not new, "upward imports:\n" + "\n".join(new)
+    gone = sorted(set(KNOWN) - seen)
+    assert not gone, f"no longer imported upward, remove from KNOWN: {gone}"
+
+
+def test_an_upward_import_inside_a_function_is_caught(tmp_path: Path) -> None:
+    """The rule on a throwaway module: a lazy import of the engine from the span layer fails it."""
+    source = "def f():\n    from ..engine import Engine\n    return Engine\n"
+    found = [(node.lineno, "drafter_contracts.engine") for node in ast.walk(ast.parse(source))
+             if isinstance(node, ast.ImportFrom)]
+    assert upward("spans.throwaway", found) == [(2, "engine")]
+    assert known("spans.throwaway", "engine") is None
+    assert upward("report.throwaway", found) == []  # downward: allowed
+
+
+@pytest.mark.parametrize("module", ["errors", "spans.generic", "checks.policy", "checks.view", "report.html",
+                                    "plugin", "hidden.checks"])
+def test_layer_map_places_modules_by_their_longest_prefix(module: str) -> None:
+    expected = {"errors": "base", "spans.generic": "spans", "checks.policy": "policy", "checks.view": "data",
+                "report.html": "report", "plugin": "entry", "hidden.checks": "checks"}[module]
+    assert LAYERS[layer_of(module)][0] == expected
