@@ -4,7 +4,7 @@ Each shard allocates the same few arrays of megabytes (labels, prefix sums, mask
 candidates). glibc serves blocks that large with a fresh ``mmap`` and returns them on
 free, and trims the heap's top as soon as it is freed, so every shard paid the page
 faults of its arrays again: ~380,000 minor faults and ~1 s of system time over the
-913,786-row benchmark, 15 % of the shard work. Raising the mmap threshold to glibc's
+full-scale benchmark (docs/benchmarks.md), 15 % of the shard work. Raising the mmap threshold to glibc's
 maximum (32 MB) and the trim threshold to 1 GB lets the next shard reuse the same
 pages. Peak memory is unchanged (it is one shard's arrays either way); what changes
 is that it stays mapped between shards instead of being returned and faulted back.

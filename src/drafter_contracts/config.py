@@ -26,7 +26,7 @@ KNOWN_TYPES = frozenset(
 #: Template families a contract may declare: the built-in span profiles (spans/builtin.py) and "auto".
 #: What ``--dataset-path`` runs without ``--contract``: a contract that fits any well-formed dataset.
 BUILTIN_CONTRACT = "generic"
-#: The named example contract of the 913,786-row Qwen3.6 dataset (and what ``--masker`` reads its policy from).
+#: The named example contract of the worked example (a Qwen3.6-27B dataset) (and what ``--masker`` reads its policy from).
 EXAMPLE_CONTRACT = "qwen3.6-dflash"
 
 
@@ -241,7 +241,7 @@ class Contract:
     mask: MaskPolicy = field(default_factory=MaskPolicy)
     baseline: BaselinePolicy = field(default_factory=BaselinePolicy)
     #: 10,000 rows (~3.4 M tokens at a mean row of 335 tokens): ~300 MB anonymous memory per worker,
-    #: 92 shards for 913,786 rows; the sweep in docs/scale.md measured no speed cost against 20,000.
+    #: ~100 shards for a million rows; the sweep in docs/scale.md measured no speed cost against 20,000.
     shard_size: int = 10_000
     #: Token cap per shard: a worker needs ~75 bytes per token of its shard, so 4 M tokens ~ 0.3 GB.
     max_shard_tokens: int = 4_000_000

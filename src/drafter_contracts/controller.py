@@ -263,7 +263,7 @@ class ContractRun:
             terminal.write_line(line, bold=True, red=not line.endswith("(exit 0)"), green=line.endswith("(exit 0)"))
 
     def verdict_line(self) -> str | None:
-        """``drafter-contracts: 2 of 20 contracts violated on 913,786 rows (exit 1)``, or why nothing was checked."""
+        """``drafter-contracts: 2 of 20 contracts violated on 2,000 rows (exit 1)``, or why nothing was checked."""
         if self.session is None:
             return None
         code = int(self.session.exitstatus)

@@ -364,7 +364,7 @@ class Engine:
         if self._work is None or self._work.shard != shard:
             self._work = None  # drop the previous shard's arrays before reading the next
             # and its results: they were reported; kept, the stats' sparse id counts alone
-            # would grow a worker by ~0.8 MB a shard (75 MB for 913,786 rows)
+            # would grow a worker by ~0.8 MB a shard (~75 MB for a million rows)
             self._results.clear()
             self._stats.clear()
             self.dataset.release_pages()  # and its file pages from this process's RSS

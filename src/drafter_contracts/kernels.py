@@ -41,7 +41,7 @@ from .integrity import InvalidBuffers
 #: that build of ``_kernels.c`` instead of the package's (the sanitizer build, ``.ci/sanitize``).
 KERNELS_ENV = "DRAFTER_CONTRACTS_KERNELS"
 #: What the numpy references cost against the compiled loops on the benchmark (docs/reliability.md).
-NUMPY_SLOWDOWN = "about 12x slower per token (913,786 rows at -n 2: ~90 s instead of ~25 s)"
+NUMPY_SLOWDOWN = "about 12x slower per token (docs/reliability.md)"
 
 # The role code _kernels.c reads (assistant_turns), as it spells it; spans/labels.py holds the enum
 # and tests/test_kernels.py checks that this mirrors it (and _labeller.c's codes, in its source).

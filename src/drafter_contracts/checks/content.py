@@ -1,6 +1,6 @@
 """Suspicious-content contracts: rows that are valid but probably useless or harmful to train on.
 
-A mixture may hold such rows on purpose (the 913,786-row Qwen3.6 dataset's dummy "OK." replies), so these
+A mixture may hold such rows on purpose (dummy "OK." replies in a chat mixture), so these
 contracts are report-only by default: the result carries ``report_only`` and the
 test passes with a warning in the summary; ``[content] strict = true`` makes them fail.
 Everything is vectorized over a shard, and the hot paths avoid per-token passes:

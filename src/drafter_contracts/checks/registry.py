@@ -96,8 +96,8 @@ class Spec:
     partial: Callable[["Engine", "Shard"], Any] | None = None
     reduce: Callable[[WholeRun], "CheckResult | Verdict | None"] | None = None
     #: ``fold(state, partial) -> state`` (state None at first): each shard's partial is folded in as its
-    #: report arrives instead of being kept (the prefix fingerprints of hidden states, ~2 GB for the
-    #: 913,786-row Qwen3.6 dataset); ``reduce`` reads ``run.folded(name)``.
+    #: report arrives instead of being kept (the prefix fingerprints of hidden states, ~2 GB for a
+    #: million rows); ``reduce`` reads ``run.folded(name)``.
     fold: Callable[[Any, Any], Any] | None = None
     #: ``shard_figures(engine, shard) -> {key: number}``: what the shard's pass counted (bytes read,
     #: seconds), kept in the shard's stats; the reducer sums them (``*_first`` keys: the least,

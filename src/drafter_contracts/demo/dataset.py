@@ -22,7 +22,7 @@ from .conversations import generate_conversations
 #: Bump when the rows the demo writes change for the same template (the template's digest is in the key).
 DEMO_VERSION = "v3"
 
-#: Column order and Arrow types of the 913,786-row Qwen3.6 dataset the demo imitates.
+#: Column order and Arrow types of the worked example's dataset (contracts/qwen3.6-dflash.toml) the demo imitates.
 ARROW_SCHEMA: pa.Schema = pa.schema([
     pa.field("input_ids", pa.list_(pa.int32())),
     pa.field("loss_mask", pa.list_(pa.bool_())),

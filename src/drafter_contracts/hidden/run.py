@@ -71,7 +71,7 @@ class PrefixFilter:
     """Two Bloom filters over 64-bit prefix keys: seen once, seen more than once (2**27 bits each, two bits a key).
 
     32 MB whatever the dataset's size; a key seen once is reported as shared with a probability
-    of about 1% at the 913,786-row Qwen3.6 dataset's ~8 M keys (its fingerprints then travel and
+    of about 1% at ~8 M keys (a dataset of about a million rows) (its fingerprints then travel and
     meet no other row at the controller: no verdict, a little memory).
     """
 
