@@ -95,7 +95,8 @@ class MaskPolicy:
     turns: str = "all"  # "all" | "last": only the row's last assistant turn may be supervised
     completeness: str = "off"  # "off" | "all" | "last": allowed tokens of every / the last assistant turn must be supervised
     #: "context" when the generation prompt already holds the reasoning opener (``<think>`` and its
-    #: newline), so a per-turn producer leaves them unsupervised. Superseded by ``prompt_context``.
+    #: newline), so a per-turn producer leaves them unsupervised. ``prompt_context`` covers the general
+    #: case: the whole generation prompt as context.
     reasoning_opener: str = "supervised"  # "supervised" | "context"
     #: "last" / "all": the generation prompt, as the template renders it, is context at the start of
     #: the row's last / every assistant turn, and every token after it through the turn's end token

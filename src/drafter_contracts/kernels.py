@@ -9,14 +9,13 @@ elsewhere in the package that the tests hold it to, bit for bit. The span
 labeller (``_labeller.c``, built into the same library) is called through
 ``spans/kernel.py``, which builds its profile tables.
 
-Why C compiled at install time rather than a JIT: the loops were numba functions
-at first, and every pytest-xdist worker paid ~0.5 s to import numba and
-load its cached machine code before its first shard, the largest fixed cost a
-worker had. A shared library opens in about a millisecond. It holds no Python
-object, so it is opened with ctypes and its build needs a C compiler only.
+Why C compiled at install time rather than a JIT: a JIT makes every pytest-xdist
+worker import the compiler and load its cached machine code before its first
+shard (for numba ~0.5 s, more than any other fixed cost of a worker), while a
+shared library opens in about a millisecond. It holds no Python object, so it is
+opened with ctypes and its build needs a C compiler only.
 
-Each wrapper below keeps the signature of the numba function it replaced:
-arguments are numpy arrays (outputs filled in place) and plain ints. The
+Each wrapper below takes numpy arrays (outputs filled in place) and plain ints. The
 wrappers check dtypes and contiguity, because C trusts its pointers, and pick
 the int32 or int64 variant; ids of any other integer dtype are widened to int64,
 which is exact (the loops read ids as int64 or, for hashing, as their uint64 bits).
@@ -47,7 +46,7 @@ NUMPY_SLOWDOWN = "about 12x slower per token (docs/reliability.md)"
 # and tests/test_kernels.py checks that this mirrors it (and _labeller.c's codes, in its source).
 ASSISTANT_END = 8
 
-#: 7: the ChatML-only labeller (label_chatml) is gone; 6: the labeller's profile gained body_subs.
+#: What ``dc_abi_version`` must return: raised with every change of a kernel's signature or of ``dc_profile``.
 ABI_VERSION = 9
 _P, _I64, _I32, _U64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64
 

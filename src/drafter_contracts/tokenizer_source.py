@@ -1,7 +1,7 @@
 """Where a ``--tokenizer`` value points, decided from the file system alone (standard library only).
 
-A wrong tokenizer value used to cost seconds before its error: transformers was imported,
-asked to resolve the name, and answered with its own wording (``Couldn't instantiate the
+Left to transformers, a wrong tokenizer value costs seconds before its error: transformers is
+imported, asked to resolve the name, and answers with its own wording (``Couldn't instantiate the
 backend tokenizer``, ``couldn't connect to`` a hub that this tool never contacts). This
 module answers the same question in milliseconds, before anything heavy is imported, so a
 usage error is one line that names the missing file or the cache that was searched.

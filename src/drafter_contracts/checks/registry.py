@@ -188,7 +188,3 @@ def names(*scopes: Scope, shard_test: bool | None = None) -> tuple[str, ...]:
         out.append(s.name)
     return tuple(out)
 
-
-def shard_contracts() -> tuple[str, ...]:
-    """What one shard's test runs, in report order."""
-    return names(shard_test=True)

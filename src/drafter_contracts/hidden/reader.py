@@ -25,7 +25,6 @@ ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "
 #: Names a contract writes (torch's spelling) -> safetensors' spelling.
 DTYPE_NAMES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32", "float8_e4m3fn": "F8_E4M3",
                "float8_e5m2": "F8_E5M2"}
-FLOAT_DTYPES = frozenset(("BF16", "F16", "F32", "F8_E4M3", "F8_E5M2"))
 _NUMPY = {"U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16, "I32": np.int32, "U32": np.uint32,
           "I64": np.int64, "U64": np.uint64, "F16": np.float16, "F32": np.float32, "F64": np.float64, "BOOL": np.bool_}
 #: A header larger than this is not a hidden-states file (safetensors' own limit is 100 MB).

@@ -11,8 +11,6 @@ from typing import Any
 from ..errors import UsageProblem
 from . import Masker, from_callable
 
-BUILTIN = ("hf", "speculators")
-
 
 def _import_target(module_part: str) -> Any:
     """A dotted module name, or a path to a ``.py`` file (so a patched script can be pointed at)."""

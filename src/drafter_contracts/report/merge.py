@@ -23,13 +23,6 @@ from .html import write_html
 from .reducer import Reducer
 from .summary import build_summary, terminal_lines, write_summary
 
-def per_part_checks() -> frozenset[str]:
-    """Dataset-level checks whose result covers only the part's own shards (``Spec.per_part``: a sample
-    drawn per shard; the part's shards checked, its files unchanged while it ran): every part's record
-    counts, where other dataset-level checks (metadata) count once."""
-    from ..checks.registry import specs
-
-    return frozenset(name for name, s in specs().items() if s.per_part)
 #: Top-level keys that are recomputed by the merge rather than copied from part 1.
 _REBUILT = {"schema_version", "exit_status", "figures", "profile", "checks", "split", "reducer", "timing",
             "shards", "supervised_id_counts", "unchecked", "unreported"}

@@ -33,12 +33,6 @@ import numpy as np
 
 from .labels import Role
 
-#: Roles a header may open. ``Role.OUTSIDE`` is used for a begin-of-sequence run whose
-#: following text belongs to no role (text there is a structural problem).
-HEADER_ROLES = (Role.SYSTEM, Role.USER, Role.ASSISTANT, Role.TOOL, Role.OUTSIDE)
-#: Body roles an assistant header may give its turn.
-ASSISTANT_BODIES = (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL)
-
 
 def _role(name: str | None) -> Role | None:
     return Role[name.upper()] if name else None

@@ -29,7 +29,6 @@ from .labels import Role
 from .profile import CompiledProfile, TemplateProfile
 from .truth import CharClass
 
-VERIFY_VERSION = 2  # 2: tool-call ids of nine alphanumerics as a variant (Mistral v3)
 ASSISTANT_PARTS_CODES = frozenset(int(r) for r in (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL))
 _FIELD_PARTS = frozenset(int(c) for c in (CharClass.ASSISTANT, CharClass.REASONING, CharClass.TOOL_CALL))
 
