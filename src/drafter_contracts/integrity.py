@@ -34,17 +34,10 @@ import numpy as np
 import pyarrow as pa
 
 from .checks.registry import Scope, Spec, register
+from .errors import InvalidBuffers
 from .results import CheckResult, Violation
 
 CHECK = "arrow_integrity"
-
-
-class InvalidBuffers(ValueError):
-    """Buffers that C must not see (offsets outside the values, decreasing, ...).
-
-    Raised by the kernel wrappers and by the shard reader's own re-check; the engine
-    turns it into an ``arrow_integrity`` verdict for the shard, never a crash.
-    """
 
 
 @dataclass(frozen=True)

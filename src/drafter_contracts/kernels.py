@@ -34,7 +34,7 @@ import numpy as np
 
 from . import kernels_numpy as reference
 from .errors import UsageProblem
-from .integrity import InvalidBuffers
+from .errors import InvalidBuffers
 
 #: ``numpy``: run the numpy references (as an install without a C compiler does); a path: load
 #: that build of ``_kernels.c`` instead of the package's (the sanitizer build, ``.ci/sanitize``).
