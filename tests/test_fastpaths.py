@@ -16,7 +16,7 @@ from drafter_contracts.checks.view import RowView, in_table
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import Shard, ShardArrays
 from drafter_contracts.hypothesis_settings import examples
-from drafter_contracts.report.stats import run_counts
+from drafter_contracts.checks.stats import run_counts
 from drafter_contracts.spans.labels import Labels, Role
 
 codes = hnp.arrays(np.uint8, st.integers(0, 200), elements=st.integers(0, 20))

@@ -39,7 +39,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("config", "hidden.policy"): "the [hidden] table's parser, called from the contract loader",
     ("config", "draftvocab.policy"): "the [vocab] table's parser, called from the contract loader",
     ("conventions", "checks"): "the mask-policy checks a convention preset is validated against (two imports)",
-    ("engine", "report.stats"): "the per-shard statistics the engine fills (accumulators live in report/)",
     ("maskers.oracle", "explain"): "a masker disagreement decoded as an excerpt",
     ("properties.context", "options"): "the property suite reads the same --options as the gate",
     ("spans.resolve", "conventions"): "tag_policy: the generation-tag convention of a resolved profile",

@@ -15,8 +15,8 @@ from drafter_contracts.checks.rows import check_ids_known
 from drafter_contracts.dataset import Shard, ShardArrays
 from drafter_contracts.checks.view import RowView, mask_prefix_reference
 from drafter_contracts.engine import profile_stats, token_pass
-from drafter_contracts.report import stats as profile
-from drafter_contracts.report.stats import DENSE_COUNT_LIMIT, sparse_counts
+from drafter_contracts.checks import stats as profile
+from drafter_contracts.checks.stats import DENSE_COUNT_LIMIT, sparse_counts
 from drafter_contracts.spans.labels import Labels, Role, TurnProblem
 
 

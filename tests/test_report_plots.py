@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from drafter_contracts.report.html import CAP_BAR_MIN_WIDTH, duration, seq_len_svg
-from drafter_contracts.report.stats import SEQ_LEN_EDGES, seq_len_histogram
+from drafter_contracts.checks.stats import SEQ_LEN_EDGES, seq_len_histogram
 
 
 def _hist(lengths: list[int]) -> tuple[list[int], list[int]]:

@@ -11,7 +11,7 @@ from test_speed_labels import _soup  # marker soups with every structural proble
 from drafter_contracts.checks.content import role_runs
 from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
 from drafter_contracts.hypothesis_settings import examples
-from drafter_contracts.report.stats import run_counts
+from drafter_contracts.checks.stats import run_counts
 from drafter_contracts.spans.labels import Role
 
 masks = hnp.arrays(bool, st.integers(0, 700))
@@ -62,7 +62,7 @@ def test_run_counts_equal_pair_count(runs, rnd):
 @given(hnp.arrays(np.int32, st.integers(0, 200), elements=st.integers(-3, 60)))
 def test_sparse_counts_equal_plain_count(ids):
     """Exact sparse counts, negatives left out, dtypes fixed (int32 ids, int64 counts)."""
-    from drafter_contracts.report.stats import sparse_counts
+    from drafter_contracts.checks.stats import sparse_counts
 
     got = sparse_counts(ids)
     keep = ids[ids >= 0]
@@ -89,7 +89,7 @@ def test_run_counts_on_labeller_output(chatml, alphabet, data):
 
 def test_sparse_counts_leave_out_ids_beyond_the_vocabulary():
     """A corrupt id of 2**40 is ids_known's violation; counting it would ask bincount for 8 TB."""
-    from drafter_contracts.report.stats import sparse_counts
+    from drafter_contracts.checks.stats import sparse_counts
 
     out = sparse_counts(np.array([3, 2**40, 3, -1, 7], dtype=np.int64), limit=100)
     assert out["ids"].tolist() == [3, 7] and out["counts"].tolist() == [2, 1]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from drafter_contracts.report.reducer import merged_counts
-from drafter_contracts.report.stats import sparse_counts
+from drafter_contracts.checks.stats import sparse_counts
 from drafter_contracts.wire import WIRE_KEY, decode, encode, pack, unpack
 
 

@@ -25,7 +25,7 @@ from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
 from .errors import InvalidBuffers
 from .integrity import Integrity, file_state, scan_tables, shard_buffers_problem, state_changes
-from .report.stats import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
+from .checks.stats import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult
 from .spans.labels import Labels, Role
 from .spans.resolve import SpanOracle, make_oracle

@@ -88,7 +88,7 @@ def _run_level_policy(policy: MaskPolicy) -> np.ndarray | None:
     return np.concatenate((table, np.zeros(256 - len(table), dtype=bool)))
 
 
-RoleTotals = tuple[np.ndarray, np.ndarray]  # per role code: tokens, supervised tokens (report.stats.run_counts)
+RoleTotals = tuple[np.ndarray, np.ndarray]  # per role code: tokens, supervised tokens (checks/stats.py: run_counts)
 
 
 def clean_by_role_totals(view: RowView, labels: Labels, totals: RoleTotals | None, policy: MaskPolicy,

@@ -20,7 +20,7 @@ from ..errors import UsageProblem
 from ..paths import atomic_write_text
 from ..checks.registry import Scope, Spec, Verdict, register
 from ..results import CheckResult
-from .stats import SEQ_LEN_EDGES
+from ..checks.stats import SEQ_LEN_EDGES
 
 KIND = "drafter-contracts-baseline"
 VERSION = 1

@@ -18,7 +18,8 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..results import ShardReport
-from .stats import QUANTILES, SEQ_LEN_BINS_PER_OCTAVE, SEQ_LEN_EDGES, SHARE_BINS, quantiles, shares, top_tokens
+from ..checks.stats import SEQ_LEN_BINS_PER_OCTAVE, SEQ_LEN_EDGES, SHARE_BINS
+from .stats import QUANTILES, quantiles, shares, top_tokens
 
 #: Examples a contract's entry keeps (the lowest rows: a merge keeps the lowest of the parts' lowest).
 MAX_SUMMARY_EXAMPLES = 20
