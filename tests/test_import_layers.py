@@ -24,12 +24,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "trl_templates", "checks.view")),
     ("spans", ("spans",)),
     ("policy", ("conventions", "config", "checks.policy")),
-    ("checks", ("checks", "integrity", "draftvocab", "hidden", "completeness", "maskers", "properties",
-                "strategies")),
+    ("checks", ("checks", "integrity", "draftvocab", "hidden", "completeness", "maskers", "strategies")),
     ("engine", ("engine",)),
     ("report", ("report", "explain")),
+    # the two pytest suites the plugin runs: contracts/ (the dataset's) and properties/ (a masker's)
     ("entry", ("controller", "plugin", "suite", "options", "__main__", "init_contract", "demo", "contracts",
-               "__init__")),
+               "properties", "__init__")),
 )
 
 #: (importing module, imported module) -> what the upward import reaches for.
@@ -40,7 +40,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("config", "draftvocab.policy"): "the [vocab] table's parser, called from the contract loader",
     ("conventions", "checks"): "the mask-policy checks a convention preset is validated against (two imports)",
     ("maskers.oracle", "explain"): "a masker disagreement decoded as an excerpt",
-    ("properties.context", "options"): "the property suite reads the same --options as the gate",
     ("spans.resolve", "conventions"): "tag_policy: the generation-tag convention of a resolved profile",
     ("spans.resolve", "checks.policy"): "MaskFacts built for the resolved oracle",
     ("spans.verify", "checks.policy"): "assistant_turns, to compare a profile's turns with the rendering's",
