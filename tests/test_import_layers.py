@@ -19,7 +19,7 @@ from test_layers import MODULES, SRC, imports
 
 #: Bottom up. A module belongs to the layer of its longest matching prefix (relative to the package).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "results", "paths", "allocator", "hypothesis_settings", "wire")),
+    ("base", ("errors", "results", "paths", "allocator", "hypothesis_settings", "wire", "contract_families", "option_values")),
     ("data", ("dataset", "vocab", "kernels", "kernels_numpy", "tokenizer_source", "builtin_tokenizer",
               "trl_templates", "checks.view")),
     ("spans", ("spans",)),
@@ -36,8 +36,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 KNOWN: dict[tuple[str, str], str] = {
     ("checks.registry", "engine"): "type-only: Engine and ShardWork in the Spec protocol",
     ("hidden.contracts", "engine"): "type-only: Engine and ShardWork",
-    ("config", "hidden.policy"): "the [hidden] table's parser, called from the contract loader",
-    ("config", "draftvocab.policy"): "the [vocab] table's parser, called from the contract loader",
     ("conventions", "checks"): "the mask-policy checks a convention preset is validated against (two imports)",
     ("maskers.oracle", "explain"): "a masker disagreement decoded as an excerpt",
     ("spans.resolve", "conventions"): "tag_policy: the generation-tag convention of a resolved profile",

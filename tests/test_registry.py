@@ -77,7 +77,7 @@ def test_a_second_declaration_from_one_module_is_refused(scratch_registry):
 
 
 def test_declarations_outside_the_listed_modules_or_without_reduce_are_refused(scratch_registry):
-    with pytest.raises(ValueError, match="registry.MODULES does not list"):
+    with pytest.raises(ValueError, match="neither registry.CORE_MODULES nor a contract family lists"):
         _declare({"__name__": "somewhere_else", "register": registry.register},
                  Spec("made_up_contract", Scope.DATASET, "x"))
     with pytest.raises(ValueError, match="needs a reduce"):

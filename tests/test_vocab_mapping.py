@@ -117,7 +117,7 @@ def test_init_pins_the_draft_vocabulary_and_its_coverage(cases, tokenizer_dir, t
     from drafter_contracts.init_contract import run_init
 
     seen, path = run_init(str(cases / "speculators_clean"), str(tmp_path / "c.toml"), str(tokenizer_dir))
-    pinned = load_contract(path).vocab
+    pinned = load_contract(path).families["draft_vocab"]
     assert pinned.draft_vocab_size == vm.DRAFT and pinned.target_vocab_size == vm.TARGET_VOCAB
     assert pinned.fingerprint.startswith("sha256:")
     assert pinned.min_coverage <= seen.draft["coverage"] < pinned.min_coverage + 1e-4

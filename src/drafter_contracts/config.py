@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping
 
 from .errors import UsageProblem
+from .contract_families import tables
 
 #: Arrow type names a contract may declare for a column.
 KNOWN_TYPES = frozenset(
@@ -255,10 +256,9 @@ class Contract:
     mask_keys: tuple[str, ...] = ()
     #: How the mask policy was resolved (the convention, and what it learnt from the template or the data).
     mask_how: str = ""
-    #: ``[hidden_states]``: what the hidden-states folder must hold (hidden/policy.py).
-    hidden_states: Any = None
-    #: ``[vocab]``: the draft vocabulary's pins and coverage thresholds (draftvocab/policy.py).
-    vocab: Any = None
+    #: Each contract family's policy, parsed from the table it owns (``families.ContractFamily.parse_table``),
+    #: by family name; its defaults when the file has no such table.
+    families: dict[str, Any] = field(default_factory=dict)
 
     def count_bounds(self) -> tuple[int, int] | None:
         """Inclusive [low, high] row count the dataset must fall in, or None if undeclared."""
@@ -273,6 +273,9 @@ class Contract:
         d["count_tolerance"] = str(self.count_tolerance)
         d["baseline"]["count_tolerance"] = str(self.baseline.count_tolerance)
         d["columns"] = {k: (v if isinstance(v, str) else list(v)) for k, v in self.columns.items()}
+        policies = d.pop("families")
+        for table, family in sorted(tables().items()):  # each family's policy under its table's name
+            d[table] = policies.get(family.name)
         return d
 
 
@@ -373,12 +376,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _flatten(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Validate the TOML document against _SCHEMA and return {attribute: value}."""
     values: dict[str, Any] = {}
+    allowed = ["schema", *_SCHEMA, *tables()]
     for table, body in doc.items():
-        if table in ("schema", "hidden_states", "vocab"):  # hidden/policy.py and draftvocab/policy.py parse those
+        if table == "schema" or table in tables():  # _columns and the owning family's parse_table read those
             continue
         if table not in _SCHEMA:
-            raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, ['schema', *_SCHEMA, 'hidden_states', 'vocab'])}; "
-                               f"allowed: {', '.join(['schema', *_SCHEMA, 'hidden_states', 'vocab'])}")
+            raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, allowed)}; allowed: {', '.join(allowed)}")
         if not isinstance(body, dict):
             raise UsageProblem(f"{where}: '{table}' must be a table ([{table}]), got {type(body).__name__}")
         for key, value in body.items():
@@ -445,12 +448,8 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     flat["drift"] = DriftPolicy(**drift_kwargs)
     flat.setdefault("max_len", None)  # not pinned: the engine takes the longest row (see Contract.max_len)
     flat["mask_keys"] = tuple(sorted(mask_kwargs))
-    from .hidden.policy import parse_policy
-
-    flat["hidden_states"] = parse_policy(doc.get("hidden_states"), where, path)
-    from .draftvocab.policy import parse_policy as parse_vocab
-
-    flat["vocab"] = parse_vocab(doc.get("vocab"), where, path)
+    flat["families"] = {f.name: f.parse_table(doc.get(table), where, path) for table, f in tables().items()
+                        if f.parse_table is not None}
     contract = Contract(source=str(path), columns=_columns(doc, where), mask=MaskPolicy(**mask_kwargs),
                         baseline=_baseline_policy(flat, where), **flat)
     _check_values(contract, where)

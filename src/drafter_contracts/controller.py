@@ -22,6 +22,7 @@ from . import kernels
 from .checks import registry
 from .completeness import Coverage
 from .engine import Engine
+from .contract_families import families
 from .explain import LEGEND, Segment, Window, render_segments
 from .report import baseline as baseline_mod
 from .report.excerpts import MAX_DECODED, decoded_example
@@ -132,7 +133,8 @@ class ContractRun:
             "tokenizer": tokenizer_fingerprint(engine.vocab),
             "kernels": kernels.backend(),
             "timing": {"wall_seconds": round(time.time() - self.started, 3)},
-            **({"hidden_states": engine.hidden.describe()} if engine.hidden is not None else {}),
+            **{f.name: f.describe(engine.inputs[f.name]) for f in families()
+               if f.describe is not None and f.name in engine.inputs},
         }
 
     # --- whole-dataset verdicts (registry.WholeRun) -------------------------------------------

@@ -19,11 +19,12 @@ import numpy as np
 import pyarrow as pa
 
 from .checks import content, spans
-from .checks.registry import HIDDEN, IDS, MASK, RAW, TOKENIZER, Scope, names, spec, specs
+from .checks.registry import IDS, MASK, RAW, TOKENIZER, Scope, names, spec, specs
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
 from .errors import InvalidBuffers
+from .contract_families import family, names as family_names
 from .integrity import Integrity, file_state, scan_tables, shard_buffers_problem, state_changes
 from .checks.stats import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult
@@ -32,8 +33,8 @@ from .spans.resolve import SpanOracle, make_oracle
 from .vocab import Vocabulary
 
 # Views of the registry (checks/registry.py), by the groups the reports and tests name. Contracts an
-# option asks for (``on_request``: the hidden-state ones) are in them only through an Engine's
-# ``shard_checks`` / ``dataset_checks``, when the run has what they need.
+# option asks for (``on_request``: a family's that read an input an option gives) are in them only
+# through an Engine's ``shard_checks`` / ``dataset_checks``, when the run has what they need.
 #: Per-row contracts (not content), in report order.
 ROW_CHECKS = tuple(n for n in names(Scope.ROW) if not spec(n).content and not spec(n).on_request)
 #: Contracts with a test of their own (metadata, the drift sample).
@@ -208,8 +209,8 @@ class Engine:
     token_freq_path: Path | None = None  # --token-freq FILE, else token_freq.pt beside the dataset if present
     oracle: SpanOracle | None = None  # the verified template profile, how it was chosen, and the labeller
     split: tuple[int, int] | None = None  # (K, N): check only the K-th of N shard groups (--split K/N)
-    vocab_mapping: Any = None  # draftvocab.files.MappingSource: the d2t/t2d the draft-vocabulary contracts read
-    hidden: Any = None  # hidden.run.HiddenRun: the hidden-states folder the hidden-state contracts read, if any
+    #: What each contract family's contracts read, by family name (``ContractFamily.open_input``; absent: not given).
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.files_at_start = file_state(self.dataset.path, self.dataset.files)  # a change mid-run fails the run
@@ -326,10 +327,17 @@ class Engine:
                 out[name] = f"column {name} is {t}, not a list of {kind} values (see test_schema)"
         return out
 
+    def missing_input(self, check: str) -> str | None:
+        """Why a contract that reads a family's input cannot run here (that input was not given), or None."""
+        for need in spec(check).needs & family_names():
+            if self.inputs.get(need) is None:
+                return family(need).missing or f"no {need} input"
+        return None
+
     def runs(self, check: str) -> bool:
-        """False for a contract an option asks for that was not given (the hidden-state contracts without a
-        hidden-states folder): it is left out of the run and its reports, not skipped."""
-        return not (HIDDEN in spec(check).needs and self.hidden is None)
+        """False for an ``on_request`` contract whose family input was not given (no option or file
+        named it): it is left out of the run and its reports, not skipped."""
+        return not (spec(check).on_request and self.missing_input(check) is not None)
 
     @cached_property
     def shard_checks(self) -> tuple[str, ...]:
@@ -344,8 +352,9 @@ class Engine:
     def skip_reason(self, check: str) -> str | None:
         """Why a contract cannot run here (what it needs, by its registry entry), or None when it can."""
         needs = spec(check).needs
-        if HIDDEN in needs and self.hidden is None:
-            return "no hidden-states folder: pass --hidden-states DIR"
+        missing = self.missing_input(check)
+        if missing is not None:
+            return missing
         if IDS in needs and "input_ids" in self.column_problems:
             return self.column_problems["input_ids"]
         if MASK in needs and "loss_mask" in self.column_problems:

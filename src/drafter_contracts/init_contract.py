@@ -91,13 +91,14 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
         seen.convention, seen.convention_how = engine.contract.mask.convention, engine.contract.mask_how
     has_mask = "loss_mask" not in engine.column_problems
     seen.supervised_tokens = 0 if has_mask else None
+    from .draftvocab.family import NAME as DRAFT_VOCAB
     from .draftvocab.files import locate
     from .draftvocab.policy import VocabPolicy
 
     from .draftvocab.contracts import shard_coverage
     from .draftvocab.pins import observe_mapping
 
-    engine.vocab_mapping = locate(dataset.path, vocab_mapping, VocabPolicy())
+    engine.inputs[DRAFT_VOCAB] = locate(dataset.path, vocab_mapping, VocabPolicy())
     counts: list[dict] = []
     rows: list[dict | None] = []
     for shard in engine.shards:

@@ -24,6 +24,9 @@ from typing import Any
 
 import pytest
 
+from .contract_families import families
+from .option_values import parse_int
+
 PLUGIN = "drafter_contracts.plugin"
 BUILTIN_MASKERS = ("hf", "speculators")
 #: Options that take an integer: (name, smallest allowed value).
@@ -43,10 +46,7 @@ class RunOptions:
     dataset: Any = None  # dataset.SavedDataset, opened (metadata only)
     tokenizer: str | None = None  # the name load_vocabulary receives (a relative contract path made absolute)
     checked: bool = False
-    hidden: Path | None = None  # hidden-states folder: --hidden-states, or DATASET/hidden_states when it exists
-    hidden_verify_model: Path | None = None
-    hidden_verify_rows: int = 0
-    hidden_headers_only: bool = False
+    families: dict[str, Any] = field(default_factory=dict)  # family name -> its parse_options (contract_families.py)
 
 
 RUN_KEY = pytest.StashKey[RunOptions]()
@@ -77,26 +77,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--baseline", metavar="FILE", help="compare the dataset with a profile saved by --save-baseline; "
                                                    "thresholds from the contract's [baseline] table")
     g.addoption("--token-freq", metavar="FILE", help="token_freq.pt to check (default: the one beside the dataset, if any)")
-    g.addoption("--vocab-mapping", metavar="FILE", help="draft vocabulary to check: vocab_mapping.pt ({'d2t','t2d'}) "
-                "or one file of a d2t-N.npy / t2d-N.npy pair (default: the pair beside the dataset, if any)")
     g.addoption("--template-profile", metavar="NAME|auto",
                 help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in "
                      "(chatml, phi4, llama3, gemma, mistral, deepseek)")
     g.addoption("--dataset-split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
     g.addoption("--split", metavar="K/N", help="check only the K-th of N disjoint shard groups (one machine of N); "
                 "join the N summary.json files with 'drafter-contracts merge-reports'")
-    g.addoption("--hidden-states", metavar="HS_DIR", help="folder of hs_{i}.safetensors files, one per dataset row "
-                "(default: DATASET/hidden_states when it exists); runs the hidden-state contracts")
-    g.addoption("--hs-headers-only", action="store_true", default=False,
-                help="hidden states: only the header pass (coverage, header, alignment, shape), no tensor data read")
-    g.addoption("--hs-verify-model", metavar="DIR", help="hidden states: the target model (transformers folder) "
-                "to recompute --hs-verify-rows sampled rows with, on CPU")
-    g.addoption("--hs-verify-rows", metavar="N", help="hidden states: rows the spot recompute samples (default 8)")
     g.addoption("--masker", metavar="hf|speculators|MODULE:FUNCTION",
                 help="run the template -> mask properties against this masker (profile: --hypothesis-profile ci|thorough)")
     g.addoption("--chat-template", metavar="FILE", help="generation-tagged chat template for --masker=hf and the probe property")
     g.addoption("--speculators-path", metavar="DIR",
                 help="pip --target folder holding the speculators to test (default: $DRAFTER_SPECULATORS_PATH)")
+    for family in families():  # each contract family's own options
+        if family.add_options is not None:
+            family.add_options(g)
 
 
 def active(config: pytest.Config) -> bool:
@@ -106,8 +100,10 @@ def active(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("hidden_states", None) and not config.getoption("dataset_path", None):
-        raise pytest.UsageError("--hidden-states HS_DIR: needs --dataset-path DIR (the dataset whose rows the files hold)")
+    for family in families():
+        problem = family.needs_dataset(config) if family.needs_dataset is not None else None
+        if problem:
+            raise pytest.UsageError(problem)
     if active(config):
         run_options(config)  # first: a usage error must not wait for hypothesis's import (1-4 s)
     if config.getoption("masker", None) or config.getoption("hypothesis_profile", None):
@@ -166,21 +162,6 @@ def run_options(config: pytest.Config) -> RunOptions:
     return opts
 
 
-def parse_int(raw: str | None, option: str, lowest: int = 0) -> int | None:
-    """An integer option's value; ``4k`` and friends are one clear line, not argparse's usage block."""
-    from .errors import UsageProblem
-
-    if raw is None:
-        return None
-    text = str(raw).strip().replace("_", "").replace(",", "")
-    if not re.fullmatch(r"[+-]?\d+", text):
-        raise UsageProblem(f"{option} {raw}: not a whole number; write it in digits, e.g. {option}=4096")
-    value = int(text)
-    if value < lowest:
-        raise UsageProblem(f"{option} {raw}: must be >= {lowest}")
-    return value
-
-
 def parse_values(config: pytest.Config, opts: RunOptions) -> None:
     """Typed values from the raw strings (no file is touched)."""
     from .config import parse_mask_overrides
@@ -208,44 +189,7 @@ def parse_values(config: pytest.Config, opts: RunOptions) -> None:
                                "to pick a DatasetDict split use --dataset-split NAME")
         opts.split = (int(m.group(1)), int(m.group(2)))
     opts.report_dir = Path(opt("report_dir")).expanduser().resolve()
-    parse_hidden(config, opts)
-
-
-def parse_hidden(config: pytest.Config, opts: RunOptions) -> None:
-    """The hidden-states options (one stat for the default folder; checked in check_hidden)."""
-    opt = config.getoption
-    raw = opt("hidden_states", None)
-    if raw:
-        opts.hidden = Path(raw).expanduser()
-    elif opt("dataset_path", None):
-        beside = Path(opt("dataset_path")).expanduser() / "hidden_states"
-        opts.hidden = beside if beside.is_dir() else None
-    opts.hidden_headers_only = bool(opt("hs_headers_only", False))
-    rows = parse_int(opt("hs_verify_rows", None), "--hs-verify-rows", 1)
-    model = opt("hs_verify_model", None)
-    opts.hidden_verify_model = Path(model).expanduser() if model else None
-    opts.hidden_verify_rows = rows if rows is not None else (8 if model else 0)
-
-
-def check_hidden(config: pytest.Config, opts: RunOptions) -> None:
-    from .errors import UsageProblem
-
-    opt = config.getoption
-    if opts.hidden is not None and not opts.hidden.is_dir():
-        raise UsageProblem(f"--hidden-states {opt('hidden_states')}: " + ("is a file, not a folder" if opts.hidden.exists()
-                           else "no such folder") + "; pass the folder holding hs_{i}.safetensors (one file per row)")
-    model = opts.hidden_verify_model
-    if model is not None and not (model / "config.json").is_file():
-        raise UsageProblem(f"--hs-verify-model {opt('hs_verify_model')}: " + ("no config.json in it" if model.is_dir()
-                           else "no such folder") + "; pass the target model's transformers folder")
-    if opt("hs_verify_rows", None) and model is None:
-        raise UsageProblem("--hs-verify-rows N: needs --hs-verify-model DIR (the model to recompute the rows with)")
-    if (opts.hidden is None) and (model is not None or opts.hidden_headers_only):
-        raise UsageProblem("--hs-verify-model / --hs-headers-only: no hidden-states folder; pass --hidden-states HS_DIR")
-    policy = getattr(opts.contract, "hidden_states", None)
-    if opts.hidden is not None and policy is not None and policy.config and not Path(policy.config).is_file():
-        raise UsageProblem(f"contract {opts.contract_path}: [hidden_states] config {policy.config}: no such file; "
-                           "pass a speculator's or the target model's config.json")
+    opts.families = {f.name: f.parse_options(config) for f in families() if f.parse_options is not None}
 
 
 def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
@@ -280,10 +224,6 @@ def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
         if value and not Path(value).expanduser().is_file():
             hint = "the token_freq.pt written with the dataset" if name == "token_freq" else "a file written by --save-baseline"
             raise UsageProblem(f"--{name.replace('_', '-')} {value}: no such file; pass {hint}")
-    if opt("vocab_mapping"):
-        from .draftvocab.policy import check_mapping_path
-
-        check_mapping_path(opt("vocab_mapping"), "--vocab-mapping")
     save = opt("save_baseline")
     if save:
         target = Path(save).expanduser().resolve()
@@ -293,7 +233,9 @@ def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
             raise UsageProblem(f"--save-baseline {save}: is inside the dataset folder; the dataset is read-only, choose another place")
         check_writable_dir(target.parent, "--save-baseline")
     load_contract_options(config, opts, masker=False)
-    check_hidden(config, opts)
+    for family in families():
+        if family.check_options is not None:
+            family.check_options(config, opts.families.get(family.name), opts.contract)
     _ = opts.dataset.table  # open the Arrow files now: unreadable ones are usage errors, not test errors
     opts.checked = True
 

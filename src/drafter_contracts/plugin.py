@@ -22,6 +22,7 @@ from .checks import registry
 from .dataset import Shard, open_dataset
 from .engine import Engine
 from .errors import UsageProblem
+from .contract_families import families
 from .options import load_contract_options, run_options
 from .report import baseline as baseline_mod
 from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY
@@ -44,19 +45,16 @@ def build_engine(config: pytest.Config) -> Engine:
         raise UsageProblem(f"--tokenizer {name}: has {vocab.size:,} ids but the contract declares vocab_size "
                            f"{contract.vocab_size:,}; pass the tokenizer that produced the dataset")
     engine = Engine(dataset, contract, vocab, split=split)
-    if opts.hidden is not None:  # the hidden-state contracts (hidden/contracts.py) read this folder
-        from .hidden.run import open_run
-
-        engine.hidden = open_run(opts.hidden, dataset, contract.hidden_states, verify_model=opts.hidden_verify_model,
-                                 verify_rows=opts.hidden_verify_rows, headers_only=opts.hidden_headers_only)
+    for family in families():  # what each family's contracts read (Engine.inputs)
+        if family.open_input is not None:
+            found = family.open_input(config, opts.families.get(family.name), dataset, contract)
+            if found is not None:
+                engine.inputs[family.name] = found
     keep_freed_memory()  # shard after shard reuses the same pages (allocator.py)
     kernels.load()  # an unbuilt package is a usage error now, not an error in every shard's test
     token_freq = config.getoption("token_freq")
     if token_freq:
         engine.token_freq_path = Path(token_freq).expanduser()  # options checked that it is a file
-    from .draftvocab.files import locate
-
-    engine.vocab_mapping = locate(dataset.path, config.getoption("vocab_mapping"), contract.vocab)
     if vocab is not None:
         vocab.save_tables()  # the profile has made its lookups: workers start from the cache
     problem = engine.coverage_problem()
@@ -173,8 +171,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     engine = _engine(config)
     if engine is None:
         return
-    # A contract an option asks for that was not given (--hs-verify-model without a hidden-states
-    # folder) has no test in this run: left out, like its verdicts, not skipped (Engine.runs).
+    # A contract an option asks for that was not given (a family's whose input no option gave)
+    # has no test in this run: left out, like its verdicts, not skipped (Engine.runs).
     suite = SUITE_DIR.resolve()
     def runs(item: pytest.Item) -> bool:
         entry = registry.spec(getattr(item, "originalname", item.name).removeprefix("test_"))

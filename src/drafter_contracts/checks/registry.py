@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import numpy as np
 
+from ..contract_families import families
+
 if TYPE_CHECKING:  # the engine imports this module; these are for annotations only
     from ..config import Contract
     from ..dataset import Shard
@@ -53,8 +55,7 @@ class Scope(str, Enum):
 IDS, MASK, TOKENIZER = "input_ids", "loss_mask", "tokenizer"
 #: Reads the raw columns (every row, null and skewed ones too), not the view of usable rows.
 RAW = "raw"
-#: A hidden-states folder (--hidden-states, or DATASET/hidden_states): hidden/contracts.py's contracts.
-HIDDEN = "hidden_states"
+#: A contract family's name in ``needs`` is its input (``Engine.inputs``; contract_families.py).
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ class Spec:
     partial: Callable[["Engine", "Shard"], Any] | None = None
     reduce: Callable[[WholeRun], "CheckResult | Verdict | None"] | None = None
     #: ``fold(state, partial) -> state`` (state None at first): each shard's partial is folded in as its
-    #: report arrives instead of being kept (the prefix fingerprints of hidden states, ~2 GB for a
-    #: million rows); ``reduce`` reads ``run.folded(name)``.
+    #: report arrives instead of being kept (where the partials of a million rows take gigabytes);
+    #: ``reduce`` reads ``run.folded(name)``.
     fold: Callable[[Any, Any], Any] | None = None
     #: ``shard_figures(engine, shard) -> {key: number}``: what the shard's pass counted (bytes read,
     #: seconds), kept in the shard's stats; the reducer sums them (``*_first`` keys: the least,
@@ -120,18 +121,30 @@ class Spec:
     decodable: bool = True
     #: Suspicious content: report-only (violations warn) unless ``[content] strict = true``.
     content: bool = False
-    #: Runs only when an option asks for it (--baseline; the hidden-state contracts: a hidden-states
-    #: folder). Without it the contract is left out of the run, not skipped (``Engine.runs``).
+    #: Runs only when an option asks for it (--baseline; a family's contracts that need its input, given
+    #: by an option). Without it the contract is left out of the run, not skipped (``Engine.runs``).
     on_request: bool = False
 
 
-#: Modules that declare contracts, in report order (the order of summary.json and the terminal);
-#: within a module, the order of its ``register`` calls. A module of new contracts is one entry here.
-MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset_level", "drafter_contracts.checks.rows",
-           "drafter_contracts.checks.spans", "drafter_contracts.checks.token_freq",
-           "drafter_contracts.draftvocab.contracts", "drafter_contracts.checks.drift",
-           "drafter_contracts.completeness", "drafter_contracts.checks.content", "drafter_contracts.report.baseline",
-           "drafter_contracts.hidden.contracts")
+#: The core's modules that declare contracts, in report order (the order of summary.json and the
+#: terminal); within a module, the order of its ``register`` calls.
+CORE_MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset_level", "drafter_contracts.checks.rows",
+                "drafter_contracts.checks.spans", "drafter_contracts.checks.token_freq", "drafter_contracts.checks.drift",
+                "drafter_contracts.completeness", "drafter_contracts.checks.content", "drafter_contracts.report.baseline")
+
+
+def _modules() -> tuple[str, ...]:
+    """The core's modules with each contract family's placed after the one its ``after`` names."""
+    out = list(CORE_MODULES)
+    for fam in families():
+        at = out.index(fam.after) + 1 if fam.after is not None else len(out)
+        out[at:at] = fam.contract_modules
+    return tuple(out)
+
+
+#: Every module that declares contracts, in report order: a module of new core contracts is one entry of
+#: CORE_MODULES, a family's are its ``ContractFamily.contract_modules``.
+MODULES = _modules()
 _SPECS: dict[str, tuple[tuple[int, int], Spec]] = {}
 #: Which module object declared each name (the id of its globals): a module imported afresh (pytester's
 #: in-process runs drop the modules a run imported, and the next run imports them again) declares its
@@ -146,7 +159,7 @@ def register(spec: Spec) -> Spec:
     caller = sys._getframe(1).f_globals
     module = caller.get("__name__", "")
     if module not in MODULES:
-        raise ValueError(f"contract {spec.name!r} is declared in {module}, which registry.MODULES does not list")
+        raise ValueError(f"contract {spec.name!r} is declared in {module}, which neither registry.CORE_MODULES nor a contract family lists")
     before = _DECLARED_BY.get(spec.name)
     if before is not None and (before[0] != module or before[1] == id(caller)) and _SPECS[spec.name][1] != spec:
         raise ValueError(f"contract {spec.name!r} is declared twice ({before[0]}, {module})")

@@ -25,6 +25,7 @@ from ..checks.token_freq import FILE_NAME as TOKEN_FREQ, load_token_freq
 from ..results import CheckResult
 from ..spans.labels import Role
 from .files import DraftMapping, fingerprint
+from .family import NAME
 from .policy import VocabPolicy
 from .rule import dense, expected_selection
 
@@ -41,7 +42,7 @@ KEEP_ROWS = 10
 
 
 def _policy(e) -> VocabPolicy:
-    return getattr(e.contract, "vocab", None) or VocabPolicy()
+    return e.contract.families.get(NAME) or VocabPolicy()
 
 
 def _name(e, i: int) -> str:
@@ -108,7 +109,7 @@ def pin_problems(m: DraftMapping, policy: VocabPolicy) -> list[str]:
 
 def mapping_state(e) -> tuple[DraftMapping | None, str | None, list[str]]:
     """(mapping, why the data contracts cannot use it, the consistency problems), once per process."""
-    src = getattr(e, "vocab_mapping", None)
+    src = e.inputs.get(NAME)
     if src is None:
         return None, "no draft vocabulary mapping given (d2t-N.npy / t2d-N.npy beside the dataset, --vocab-mapping FILE)", []
     cached = getattr(src, "_state", None)
@@ -128,7 +129,7 @@ def mapping_state(e) -> tuple[DraftMapping | None, str | None, list[str]]:
 
 
 def check_consistent(e) -> CheckResult:
-    src = getattr(e, "vocab_mapping", None)
+    src = e.inputs.get(NAME)
     m, why, problems = mapping_state(e)
     if m is None and not problems:
         return CheckResult(CONSISTENT, "dataset", skipped=why)
@@ -244,7 +245,7 @@ def _reduce_matches(run) -> Verdict | CheckResult:
 def _covered_table(e, m: DraftMapping) -> np.ndarray:
     """Bool per id, True for the draft vocabulary, with a False sentinel last: ``np.take(mode="clip")`` sends
     ids beyond it (unknown ids, a t2d shorter than the data's range) there, uncovered."""
-    src = e.vocab_mapping
+    src = e.inputs.get(NAME)
     table = getattr(src, "_table", None)
     if table is None:
         size = max(len(m.t2d), e.vocab.size if e.vocab is not None else 0) + 1

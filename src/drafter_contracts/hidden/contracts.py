@@ -1,8 +1,8 @@
 """The hidden-state contracts, declared in the registry (``checks/registry.py``) like every other one.
 
-All need a hidden-states folder (``HIDDEN``; ``Engine.hidden``, opened by plugin.py from
-``--hidden-states`` or ``DATASET/hidden_states``) and are ``on_request``: without a folder they
-are left out of the run and its reports, and the token contracts run as before.
+All need a hidden-states folder (the family's input, ``Engine.inputs["hidden_states"]``, opened by
+``family.open_input`` from ``--hidden-states`` or ``DATASET/hidden_states``) and are ``on_request``:
+without a folder they are left out of the run and its reports, and the token contracts run as before.
 
 * per row (in each row shard's test, one pass over the shard's files, ``HiddenRun.outcome``):
   hs_header, hs_shape_dtype, hs_alignment, hs_values;
@@ -23,9 +23,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..checks.registry import HIDDEN, IDS, Scope, Spec, Verdict, WholeRun, register
+from ..checks.registry import IDS, Scope, Spec, Verdict, WholeRun, register
 from ..results import CheckResult
 from . import checks as C
+from .family import NAME
 from .verdicts import fold_prefixes
 
 if TYPE_CHECKING:
@@ -33,14 +34,19 @@ if TYPE_CHECKING:
     from ..engine import Engine, ShardWork
     from .run import HiddenRun
 
-_NEEDS = frozenset({IDS, HIDDEN})
+_NEEDS = frozenset({IDS, NAME})
 _OFF = "value pass off ([hidden_states] values = false or --hs-headers-only)"
 _HIDDEN = dict(needs=_NEEDS, on_request=True, decodable=False)
 
 
+def _run(e: "Engine") -> "HiddenRun":
+    """The run's hidden-states folder (there whenever these contracts run: they need it)."""
+    return e.inputs[NAME]
+
+
 def _per_file(name: str):
     """A per-row contract's ``run``: its result from the shard's one pass over its files."""
-    return lambda e, w: e.hidden.outcome(w.shard).result(name)
+    return lambda e, w: _run(e).outcome(w.shard).result(name)
 
 
 def _details(result: CheckResult, shown: int = 20) -> list[str]:
@@ -56,17 +62,17 @@ def _details(result: CheckResult, shown: int = 20) -> list[str]:
 
 def _coverage_carrier(e: "Engine", w: "ShardWork") -> CheckResult:
     """The shard's carrier record (rows looked for); the verdict is the controller's, test_hs_coverage."""
-    e.hidden.outcome(w.shard)
+    _run(e).outcome(w.shard)
     return CheckResult(C.COVERAGE, w.shard.id, rows_checked=w.shard.rows)
 
 
 def _missing(e: "Engine", shard: "Shard") -> Any:
-    out = e.hidden.done(shard)
+    out = _run(e).done(shard)
     return None if out is None else {"rows": shard.rows, "missing": out.missing}
 
 
 def _reduce_coverage(run: WholeRun) -> Verdict | None:
-    hidden: HiddenRun | None = run.engine.hidden
+    hidden: HiddenRun | None = run.engine.inputs.get(NAME)
     if hidden is None:
         return None
     import numpy as np
@@ -84,12 +90,12 @@ def _reduce_coverage(run: WholeRun) -> Verdict | None:
 
 
 def _norms(e: "Engine", shard: "Shard") -> Any:
-    out = e.hidden.done(shard)
+    out = _run(e).done(shard)
     return None if out is None else out.norms
 
 
 def _prefixes(e: "Engine", shard: "Shard") -> Any:
-    out = e.hidden.done(shard)
+    out = _run(e).done(shard)
     return None if out is None else out.prefixes
 
 
@@ -101,7 +107,7 @@ def _none(e: "Engine", shard: "Shard") -> None:
 
 def _value_carrier(name: str):
     def run(e: "Engine", w: "ShardWork") -> CheckResult:
-        out = e.hidden.outcome(w.shard)
+        out = _run(e).outcome(w.shard)
         if out.norms is None:
             return CheckResult(name, w.shard.id, skipped=_OFF)
         return CheckResult(name, w.shard.id, rows_checked=int(len(out.norms["rows"])))
@@ -111,7 +117,7 @@ def _value_carrier(name: str):
 def _value_verdict(name: str):
     """reduce of hs_layer_norms / hs_norm_outliers / hs_prefix_consistency: the three are decided together, once."""
     def reduce(run: WholeRun) -> Verdict | None:
-        hidden: HiddenRun | None = run.engine.hidden
+        hidden: HiddenRun | None = run.engine.inputs.get(NAME)
         if hidden is None:
             return None
         if not hidden.values:
@@ -133,7 +139,7 @@ def _value_verdict(name: str):
 
 
 def _figures(e: "Engine", shard: "Shard") -> dict[str, float] | None:
-    out = e.hidden.done(shard)
+    out = _run(e).done(shard)
     return None if out is None else out.figures
 
 
@@ -141,7 +147,7 @@ def _figures(e: "Engine", shard: "Shard") -> dict[str, float] | None:
 
 
 def _spot_recompute(e: "Engine") -> CheckResult:
-    hidden: HiddenRun = e.hidden
+    hidden: HiddenRun = _run(e)
     if hidden.verify_model is None:
         return CheckResult(C.RECOMPUTE, "dataset", skipped="not asked for: pass --hs-verify-model DIR (the target "
                            "model) and --hs-verify-rows N")

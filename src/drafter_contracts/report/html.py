@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..contract_families import families
 from ..paths import atomic_write_text
 from ..results import ordered_reasons
 
@@ -357,24 +358,17 @@ def render(summary: dict[str, Any]) -> str:
 {_unchecked(summary)}
 <h2>Dataset</h2><table class="figures">{fig_rows}</table>
 <h2>Plots</h2><div class="plots">{"".join(plots)}</div>
-{_draft_vocab(summary)}
+{_family_sections(summary, "dataset")}
 <h2>Violating rows</h2>{_violations(checks)}
-{_hidden(summary)}
+{_family_sections(summary, "end")}
 <script>{JS}</script>
 </body></html>
 """
 
 
-def _draft_vocab(summary: dict[str, Any]) -> str:
-    from ..draftvocab.report import html_section
-
-    return html_section(summary)
-
-
-def _hidden(summary: dict[str, Any]) -> str:
-    from ..hidden.report import html_section
-
-    return html_section(summary)
+def _family_sections(summary: dict[str, Any], place: str) -> str:
+    """The contract families' own sections for this place of the page (``ContractFamily.html_place``)."""
+    return "\n".join(f.html_section(summary) for f in families() if f.html_section is not None and f.html_place == place)
 
 
 def write_html(summary: dict[str, Any], path: Path) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 
+from ..contract_families import families
 from ..paths import atomic_write_text
 from ..results import ordered_reasons
 from .reducer import MAX_SUMMARY_EXAMPLES, Reducer
@@ -214,6 +215,7 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         elif c["rows_checked"]:
             detail = f"{c['rows_checked']:,} rows"
         lines.append(f"  {c['verdict'].upper():4} {name:<28} {detail}")
-    from ..hidden.report import terminal_lines as hidden_lines
-
-    return lines + hidden_lines(summary)
+    for family in families():
+        if family.terminal_lines is not None:
+            lines += family.terminal_lines(summary)
+    return lines
