@@ -169,7 +169,7 @@ def test_compare_without_loss_mask_counts_only_what_exists():
     """Stats of a dataset without loss_mask: the mask-based aspects say "not compared", never fail on None."""
     from drafter_contracts.config import BaselinePolicy
     from drafter_contracts.checks.stats import seq_len_histogram
-    from drafter_contracts.report.stats import dataset_profile
+    from drafter_contracts.report.reducer import dataset_profile
 
     lengths = np.array([30, 40, 50, 400])
     shard = {"shard": 0, "rows": 4, "rows_checked": 4, "rows_excluded": 0, "tokens": int(lengths.sum()),

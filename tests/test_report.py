@@ -26,7 +26,8 @@ from drafter_contracts.engine import DATASET_CHECKS, GLOBAL_CHECKS, Engine
 from drafter_testkit.mutants import MUTANTS
 from drafter_contracts.report.html import render_segments
 from drafter_contracts.checks.stats import SEQ_LEN_EDGES
-from drafter_contracts.report.stats import dataset_profile, quantiles
+from drafter_contracts.report.reducer import dataset_profile
+from drafter_contracts.report.stats import quantiles
 from drafter_testkit.schema import validate_summary
 
 ROWS = 2000

@@ -223,7 +223,7 @@ def _reduce(run) -> Verdict | None:
             f"stats cover {len(stats)} of {len(e.shards)} shards (tests deselected or skipped); "
             "a baseline compares whole datasets")), [head])
     from .fingerprints import tokenizer_fingerprint
-    from .stats import dataset_profile
+    from .reducer import dataset_profile
 
     counts = run.supervised_counts()
     current = {"profile": dataset_profile(stats, e.contract.baseline.top_k, counts),

@@ -18,13 +18,13 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..results import ShardReport
+from ..checks import accumulators
+from ..checks.accumulators import total
 from ..checks.stats import SEQ_LEN_BINS_PER_OCTAVE, SEQ_LEN_EDGES, SHARE_BINS
 from .stats import QUANTILES, quantiles, shares, top_tokens
 
 #: Examples a contract's entry keeps (the lowest rows: a merge keeps the lowest of the parts' lowest).
 MAX_SUMMARY_EXAMPLES = 20
-#: Per-shard scalar figures that add up.
-_SUMMED = ("rows", "rows_checked", "rows_excluded", "tokens", "rows_at_max_len")
 _ENTRY_COUNTS = ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")
 
 
@@ -69,7 +69,7 @@ class Reducer:
         if report.stats is not None and report.shard not in self.stats:
             stats = dict(report.stats)
             self.add_counts(stats.pop("supervised_id_counts", None))
-            self._add_stats(stats)
+            self.add_stats(stats)
             self.stats[report.shard] = stats
         for name, value in report.partials.items():
             self._add_partial(name, report.shard, value)
@@ -90,26 +90,19 @@ class Reducer:
     def add_result(self, result: dict[str, Any], outcome: str, skip_reason: str | None = None,
                    duration: float = 0.0, details: list[str] | None = None) -> None:
         """One contract result (a shard's, a dataset-level test's or a controller-side verdict)."""
-        c = self.checks.setdefault(result["check"], _new_entry())
-        c["tests"] += 1
-        c["seconds"] += duration
-        c[outcome] = c.get(outcome, 0) + 1
-        c["rows_checked"] += result["rows_checked"]
-        c["rows_violating"] += result["rows_violating"]
-        for reason, count in result["by_reason"].items():
-            c["by_reason"][reason] += count
-        c["severity"].update(result.get("severity") or {})
-        c["examples"] = _lowest([*c["examples"], *result["examples"]])
-        c["report_only"] = c.get("report_only", False) or bool(result.get("report_only"))
-        if result["message"]:
-            c["messages"].append(result["message"])
+        one = _new_entry()
+        one.update(tests=1, seconds=duration, rows_checked=result["rows_checked"],
+                   rows_violating=result["rows_violating"], by_reason=dict(result["by_reason"]),
+                   severity=dict(result.get("severity") or {}), examples=list(result["examples"]),
+                   report_only=bool(result.get("report_only")), messages=[result["message"]] if result["message"] else [])
+        one[outcome] += 1
         if details:
-            c["details"] = list(details)
+            one["details"] = list(details)
         if result.get("figures"):  # what the reports draw of a controller-side verdict (registry.Verdict)
-            c["figures"] = result["figures"]
+            one["figures"] = result["figures"]
         reason = result["skipped"] or skip_reason
-        if reason and reason not in c["skip_reasons"]:
-            c["skip_reasons"].append(reason)
+        one["skip_reasons"] = [reason] if reason else []
+        _merge_entry(self.checks.setdefault(result["check"], _new_entry()), one)
 
     def add_counts(self, counts: dict[str, Any] | None) -> None:
         """Exact per-id counts of one part (a shard, or a part of a split run), summed densely: ids are
@@ -129,41 +122,9 @@ class Reducer:
         else:
             np.add.at(self._counts, ids, n.astype(np.int64, copy=False))
 
-    def _add_stats(self, s: dict[str, Any]) -> None:
-        """The running sums behind figures and profile (every per-shard stat is mergeable)."""
-        t = self._sums
-        t["parts"] = t.get("parts", 0) + 1
-        for key in _SUMMED:
-            t[key] = t.get(key, 0) + int(s.get(key, 0))
-        if s.get("supervised_tokens") is None:
-            t["supervised_missing"] = True
-        else:
-            t["supervised_tokens"] = t.get("supervised_tokens", 0) + int(s["supervised_tokens"])
-        for key, pick in (("seq_len_min", min), ("seq_len_max", max)):
-            if s.get(key) is not None:
-                t[key] = s[key] if t.get(key) is None else pick(t[key], s[key])
-        for key in ("seq_len_hist", "supervised_share_hist"):
-            if s.get(key) is not None:
-                h = np.asarray(s[key], dtype=np.int64)
-                t[key] = h if t.get(key) is None else t[key] + h
-        for key in ("role_tokens", "role_supervised"):
-            if key in s:
-                t[f"has_{key}"] = True
-            acc = t.setdefault(key, {})
-            for k, v in (s.get(key) or {}).items():
-                acc[k] = acc.get(k, 0) + int(v)
-        if "boundary_tokens" in s:
-            t["has_boundary"] = True
-            t["boundary_tokens"] = t.get("boundary_tokens", 0) + int(s["boundary_tokens"])
-            t["boundary_supervised"] = t.get("boundary_supervised", 0) + int(s.get("boundary_supervised", 0))
-        if "anchor_positions" in s:
-            t["anchor_parts"] = t.get("anchor_parts", 0) + 1
-            t["anchor_positions"] = t.get("anchor_positions", 0) + int(s["anchor_positions"])
-        for name, figures in (s.get("contract_figures") or {}).items():  # registry.Spec.shard_figures
-            acc = t.setdefault("contract_figures", {}).setdefault(name, {})
-            for key, v in figures.items():
-                pick = min if key.endswith("_first") else max if key.endswith("_last") else None
-                acc[key] = v if key not in acc else (pick(acc[key], v) if pick else acc[key] + v)
+    def add_stats(self, s: dict[str, Any]) -> None:
+        """The running state behind figures and profile: each statistic by its declared merge rule."""
+        accumulators.add(self._sums, s)
 
     # --- merge -----------------------------------------------------------------------------
 
@@ -177,7 +138,7 @@ class Reducer:
         for index, stats in other.stats.items():
             if index not in self.stats:
                 self.stats[index] = dict(stats)
-                self._add_stats(stats)
+                self.add_stats(stats)
         if other._count_parts:
             self._count_parts += other._count_parts
             self._counts_missing |= other._counts_missing
@@ -194,20 +155,7 @@ class Reducer:
                 if [mine[k] for k in ("passed", "failed", "skipped")] != [theirs[k] for k in ("passed", "failed", "skipped")]:
                     conflicts.append(name)
                 continue
-            for key in (*_ENTRY_COUNTS, "seconds"):
-                mine[key] += theirs[key]
-            for reason, count in theirs["by_reason"].items():
-                mine["by_reason"][reason] = mine["by_reason"].get(reason, 0) + count
-            mine["severity"] = {**mine.get("severity", {}), **theirs.get("severity", {})}
-            mine["examples"] = _lowest([*mine["examples"], *theirs["examples"]])
-            mine["messages"] = [*mine["messages"], *theirs["messages"]]
-            mine["skip_reasons"] = [*mine["skip_reasons"], *(r for r in theirs["skip_reasons"] if r not in mine["skip_reasons"])]
-            mine["report_only"] = mine.get("report_only", False) or theirs.get("report_only", False)
-            mine["global"] = mine.get("global", False) or theirs.get("global", False)
-            if theirs.get("details"):
-                mine["details"] = list(theirs["details"])
-            if theirs.get("figures") and not mine.get("figures"):
-                mine["figures"] = theirs["figures"]
+            _merge_entry(mine, theirs)
         return conflicts
 
     # --- extract ---------------------------------------------------------------------------
@@ -224,54 +172,53 @@ class Reducer:
         return [self.stats[k] for k in sorted(self.stats)]
 
     def _supervised_total(self) -> int | None:
-        t = self._sums
-        return None if not t.get("parts") or t.get("supervised_missing") else t.get("supervised_tokens", 0)
+        return total(self._sums, "supervised_tokens")
 
     def figures(self, num_shards: int) -> dict[str, Any]:
         """Exact dataset figures (never a sample): summary.json's ``figures``."""
         t = self._sums
         parts = t.get("parts", 0)
-        rows_checked, tokens = t.get("rows_checked", 0), t.get("tokens", 0)
+        rows_checked, tokens = total(t, "rows_checked"), total(t, "tokens")
         sup = self._supervised_total()
         out: dict[str, Any] = {
             "shards_covered": parts,
             "shards_total": num_shards,
             "complete": parts == num_shards,
-            "rows": t.get("rows", 0),
+            "rows": total(t, "rows"),
             "rows_checked": rows_checked,
-            "rows_excluded": t.get("rows_excluded", 0),
+            "rows_excluded": total(t, "rows_excluded"),
             "tokens": tokens,
-            "seq_len_min": t.get("seq_len_min"),
+            "seq_len_min": total(t, "seq_len_min"),
             "seq_len_mean": tokens / rows_checked if rows_checked else None,
-            "seq_len_max": t.get("seq_len_max"),
-            "rows_at_max_len": t.get("rows_at_max_len", 0),
+            "seq_len_max": total(t, "seq_len_max"),
+            "rows_at_max_len": total(t, "rows_at_max_len"),
             "supervised_tokens": sup,
         }
         out["supervised_share"] = (sup / tokens) if sup is not None and tokens else None
-        if t.get("has_boundary"):
-            out["boundary_tokens"] = t["boundary_tokens"]
-            out["boundary_supervised"] = t["boundary_supervised"]
-            out["role_tokens"] = dict(sorted(t.get("role_tokens", {}).items()))
-        if t.get("has_role_supervised"):  # mask policy: supervised tokens per role
-            out["supervised_role_tokens"] = dict(sorted(t.get("role_supervised", {}).items()))
-        if parts and t.get("anchor_parts", 0) == parts:
-            out["anchor_positions"] = t["anchor_positions"]  # DFlash anchor candidates, whole dataset
-        if t.get("contract_figures"):  # what contracts' shard passes counted (registry.Spec.shard_figures)
-            out["contract_figures"] = {name: dict(f) for name, f in sorted(t["contract_figures"].items())}
+        if total(t, "boundary_tokens") is not None:
+            out["boundary_tokens"] = total(t, "boundary_tokens")
+            out["boundary_supervised"] = total(t, "boundary_supervised") or 0
+            out["role_tokens"] = dict(sorted((total(t, "role_tokens") or {}).items()))
+        if total(t, "role_supervised") is not None:  # mask policy: supervised tokens per role
+            out["supervised_role_tokens"] = dict(sorted(total(t, "role_supervised").items()))
+        if total(t, "anchor_positions") is not None:
+            out["anchor_positions"] = total(t, "anchor_positions")  # DFlash anchor candidates, whole dataset
+        if total(t, "contract_figures"):  # what contracts' shard passes counted (registry.Spec.shard_figures)
+            out["contract_figures"] = {name: dict(f) for name, f in sorted(total(t, "contract_figures").items())}
         return out
 
     def profile(self, top_k: int = 100, counts: tuple[np.ndarray, np.ndarray] | None | Any = None) -> dict[str, Any]:
         """What a person compares between two versions of a dataset: summary.json's ``profile``
         (quantiles read from the merged histograms, never averaged over shards)."""
         t = self._sums
-        seq, share = t.get("seq_len_hist"), t.get("supervised_share_hist")
-        tokens = t.get("tokens", 0)
+        seq, share = total(t, "seq_len_hist"), total(t, "supervised_share_hist")
+        tokens = total(t, "tokens")
         sup = self._supervised_total()
         if counts is None:
             counts = self.supervised_counts()
         out: dict[str, Any] = {
-            "rows": t.get("rows", 0),
-            "rows_checked": t.get("rows_checked", 0),
+            "rows": total(t, "rows"),
+            "rows_checked": total(t, "rows_checked"),
             "tokens": tokens,
             "seq_len": {
                 "bin_edges": SEQ_LEN_EDGES.tolist(),
@@ -286,8 +233,8 @@ class Reducer:
                 "histogram": share.tolist() if share is not None else None,
                 "quantiles": quantiles(share, np.linspace(0, 1, SHARE_BINS + 1)) if share is not None else None,
             },
-            "role_token_shares": shares(t.get("role_tokens", {})),
-            "role_supervised_shares": shares(t.get("role_supervised", {})),
+            "role_token_shares": shares(total(t, "role_tokens") or {}),
+            "role_supervised_shares": shares(total(t, "role_supervised") or {}),
             "top_supervised_tokens": None,
         }
         if counts is not None:
@@ -307,13 +254,32 @@ class Reducer:
         r = cls()
         for stats in doc["shards"]:
             r.stats[int(stats["shard"])] = dict(stats)
-            r._add_stats(stats)
+            r.add_stats(stats)
         counts = doc.get("supervised_id_counts")
         r.add_counts(None if counts is None else {"ids": np.asarray(counts["ids"], np.int64),
                                                   "counts": np.asarray(counts["counts"], np.int64)})
         for name, c in doc["reducer"]["checks"].items():
             r.checks[name] = _copy_entry(c)
         return r
+
+
+def _merge_entry(mine: dict[str, Any], theirs: dict[str, Any]) -> None:
+    """Add one contract entry into another: a result into its contract's entry, a part's into the whole's."""
+    for key in (*_ENTRY_COUNTS, "seconds"):
+        mine[key] += theirs[key]
+    for reason, count in theirs["by_reason"].items():
+        mine["by_reason"][reason] = mine["by_reason"].get(reason, 0) + count
+    mine["severity"] = {**mine.get("severity", {}), **theirs.get("severity", {})}
+    mine["examples"] = _lowest([*mine["examples"], *theirs["examples"]])
+    mine["messages"] = [*mine["messages"], *theirs["messages"]]
+    mine["skip_reasons"] = [*mine["skip_reasons"], *(r for r in theirs["skip_reasons"] if r not in mine["skip_reasons"])]
+    mine["report_only"] = mine.get("report_only", False) or theirs.get("report_only", False)
+    if theirs.get("global"):
+        mine["global"] = True
+    if theirs.get("details"):
+        mine["details"] = list(theirs["details"])
+    if theirs.get("figures") and not mine.get("figures"):
+        mine["figures"] = theirs["figures"]
 
 
 def _lowest(examples: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -332,6 +298,20 @@ def _copy_entry(c: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def dataset_profile(stats: list[dict], top_k: int = 100,
+                    counts: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+    """The profile of these shard records (summary.json's ``profile``), summed as a run sums them.
+
+    ``counts`` are already-merged supervised id counts (e.g. the summed top-level
+    ``supervised_id_counts`` of several summaries), for shard records that no longer carry theirs.
+    """
+    r = Reducer()
+    for s in stats:
+        r.add_counts(s.get("supervised_id_counts"))
+        r.add_stats(s)
+    return r.profile(top_k, counts)
+
+
 def merged_counts(parts: Iterable[dict], key: str = "supervised_id_counts") -> tuple[np.ndarray, np.ndarray] | None:
     """Exact per-id counts summed over shard (or part) records, as sorted (ids, counts)."""
     r = Reducer()
@@ -340,4 +320,4 @@ def merged_counts(parts: Iterable[dict], key: str = "supervised_id_counts") -> t
     return r.supervised_counts()
 
 
-__all__ = ["MAX_SUMMARY_EXAMPLES", "QUANTILES", "Reducer", "merged_counts", "outcome_of"]
+__all__ = ["MAX_SUMMARY_EXAMPLES", "QUANTILES", "Reducer", "dataset_profile", "merged_counts", "outcome_of"]

@@ -38,19 +38,3 @@ def top_tokens(ids: np.ndarray, counts: np.ndarray, k: int) -> list[tuple[int, i
 def shares(counts: dict[str, int]) -> dict[str, float]:
     total = sum(counts.values())
     return {k: v / total for k, v in sorted(counts.items())} if total else {}
-
-
-def dataset_profile(stats: list[dict], top_k: int = 100,
-                    counts: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
-    """The profile of these shard records, through the one reducer that sums them (``reducer.py``).
-
-    ``counts`` are already-merged supervised id counts (e.g. the summed top-level
-    ``supervised_id_counts`` of several summaries), for shard records that no longer carry theirs.
-    """
-    from .reducer import Reducer
-
-    r = Reducer()
-    for s in stats:
-        r.add_counts(s.get("supervised_id_counts"))
-        r._add_stats(s)
-    return r.profile(top_k, counts)
