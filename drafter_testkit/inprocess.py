@@ -24,7 +24,7 @@ _FIRST = re.compile(r"first shown by example (\d+)")
 
 
 @dataclass
-class Verdict:
+class PropertyOutcome:
     name: str
     outcome: str  # "passed" | "xfailed" | "skipped" | "failed"
     message: str
@@ -37,19 +37,19 @@ class Verdict:
         return int(m.group(1)) if m else None
 
 
-def run_property(ctx: PropertyContext, name: str) -> Verdict:
+def run_property(ctx: PropertyContext, name: str) -> PropertyOutcome:
     """One property's verdict on ``ctx`` under the current hypothesis profile."""
     fn = getattr(suite, name)
     start = time.perf_counter()
     try:
         fn(ctx)
     except pytest.xfail.Exception as exc:
-        return Verdict(name, "xfailed", str(exc), time.perf_counter() - start)
+        return PropertyOutcome(name, "xfailed", str(exc), time.perf_counter() - start)
     except pytest.skip.Exception as exc:
-        return Verdict(name, "skipped", str(exc), time.perf_counter() - start)
+        return PropertyOutcome(name, "skipped", str(exc), time.perf_counter() - start)
     except (pytest.fail.Exception, AssertionError) as exc:
-        return Verdict(name, "failed", str(exc), time.perf_counter() - start)
-    return Verdict(name, "passed", "", time.perf_counter() - start)
+        return PropertyOutcome(name, "failed", str(exc), time.perf_counter() - start)
+    return PropertyOutcome(name, "passed", "", time.perf_counter() - start)
 
 
 def load_ci_profile() -> None:

@@ -27,10 +27,10 @@ from .explain import LEGEND, Segment, Window, render_segments
 from .report import baseline as baseline_mod
 from .report.excerpts import MAX_DECODED, decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
-from .report.html import write_html
+from .report.artifacts import write_reports
 from .report.merge import split_section
 from .report.reducer import Reducer
-from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, terminal_lines, write_summary
+from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, terminal_lines
 from .results import CheckResult
 from .wire import decode_report, unpack
 
@@ -238,8 +238,8 @@ class ContractRun:
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()
         try:
-            self.summary_path = write_summary(self.summary, report_dir)
-            self.artifacts = [str(self.summary_path), str(write_html(self.summary, report_dir / "report.html"))]
+            written = write_reports(self.summary, report_dir)
+            self.summary_path, self.artifacts = written[0], [str(p) for p in written]
         except OSError as exc:  # checked writable at the start; a full disk or a removed folder since
             self.report_error = (f"--report-dir {report_dir}: the reports cannot be written ({exc.strerror or exc}); "
                                  "the verdicts above stand, but summary.json and report.html are missing")

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import html
 import math
-from pathlib import Path
 from typing import Any, Iterable
 
 from ..contract_families import families
-from ..paths import atomic_write_text
 from ..results import ordered_reasons
 
 ROLE_COLOURS = {
@@ -369,8 +367,3 @@ def render(summary: dict[str, Any]) -> str:
 def _family_sections(summary: dict[str, Any], place: str) -> str:
     """The contract families' own sections for this place of the page (``ContractFamily.html_place``)."""
     return "\n".join(f.html_section(summary) for f in families() if f.html_section is not None and f.html_place == place)
-
-
-def write_html(summary: dict[str, Any], path: Path) -> Path:
-    """Write atomically, like summary.json."""
-    return atomic_write_text(path, render(summary))

@@ -19,9 +19,9 @@ from typing import Any
 
 
 from ..errors import UsageProblem
-from .html import write_html
+from .artifacts import write_reports
 from .reducer import Reducer
-from .summary import build_summary, terminal_lines, write_summary
+from .summary import build_summary, terminal_lines
 
 #: Top-level keys that are recomputed by the merge rather than copied from part 1.
 _REBUILT = {"schema_version", "exit_status", "figures", "profile", "checks", "split", "reducer", "timing",
@@ -183,9 +183,10 @@ def merge_reports(out_dir: Path, paths: list[Path], echo=print) -> int:
     except UsageProblem as exc:
         echo(f"merge-reports: error: {exc}")
         return 4
-    target = write_summary(summary, Path(out_dir))
+    target, *reports = write_reports(summary, Path(out_dir))
     for line in terminal_lines(summary):
         echo(line)
     echo(f"merged {summary['split']['merged_parts']} parts -> {target}")
-    echo(f"report: {write_html(summary, Path(out_dir) / 'report.html')}")
+    for path in reports:
+        echo(f"report: {path}")
     return summary["exit_status"]

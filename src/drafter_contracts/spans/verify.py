@@ -218,7 +218,7 @@ def probe_renderings(vocab: Vocabulary, probes: dict[str, Any] | None = None) ->
 
 
 @dataclass
-class Verdict:
+class ProbeAgreement:
     """How a profile labels the probe renderings: ``ok`` when every token of every required probe
     agrees with the truth; ``limits`` name the optional probes it fails, with what that means."""
 
@@ -265,12 +265,12 @@ def _interchangeable(m: Any, render: Any, role: int) -> bool:
     return cls == CharClass.TOOL and role == int(Role.USER)
 
 
-def verify(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Verdict:
+def verify(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> ProbeAgreement:
     """Label each probe rendering with ``profile`` and compare with its truth."""
     try:
         cp = CompiledProfile(profile, vocab.newline_lead)
     except ValueError as exc:
-        return Verdict(False, 0, 1, str(exc))
+        return ProbeAgreement(False, 0, 1, str(exc))
     total, first, limits = 0, None, {}
     for render, name, probe in zip(probes.renderings, probes.names, probes.probes):
         bad = disagreements(cp, render)
@@ -283,7 +283,7 @@ def verify(profile: TemplateProfile, probes: ProbeSet, vocab: Vocabulary) -> Ver
         if first is None:
             first = f"{name}: {bad[0]}"
         total += len(bad)
-    return Verdict(total == 0, len(probes.renderings), total, first, list(limits.values()))
+    return ProbeAgreement(total == 0, len(probes.renderings), total, first, list(limits.values()))
 
 
 def _split_message(cp: CompiledProfile, render: Any) -> bool:
