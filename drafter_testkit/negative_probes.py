@@ -200,7 +200,7 @@ def probe_template(corpus: ModuleType, name: str, oracle: Any | None = None,
 
 def _verdict(profile: Any, cp: Any, prompts: Any, vocab: Any, ids: np.ndarray, mask: np.ndarray, policy: Any) -> str:
     """The first contract the row fails under ``profile`` (compiled ``cp``), with why; "" when it passes both."""
-    from drafter_contracts.checks.policy import MaskFacts
+    from drafter_contracts.spans.turns import MaskFacts
     from drafter_contracts.checks.spans import disallowed_supervision
     from drafter_contracts.spans.generic import label
     from drafter_contracts.spans.labels import TURN_PROBLEM_TEXT, Role
@@ -240,11 +240,12 @@ def _renders_the_same(tok: Any, template: str, case: Any, msgs: list[dict[str, A
 
 
 def _key(corpus: ModuleType, name: str) -> str:
-    from drafter_contracts.spans.resolve import _code_hash
+    from drafter_contracts.spans.resolve import CODE, RESOLVE_VERSION
 
     vocab = corpus.template_vocabulary(name)
-    h = hashlib.sha256(f"{NEGATIVE_VERSION}\0{_code_hash()}\0{vocab.fingerprint}\0{corpus.template_text(name)}".encode())
-    h.update(Path(__file__).read_bytes())
+    h = hashlib.sha256(f"{NEGATIVE_VERSION}\0{RESOLVE_VERSION}\0{vocab.fingerprint}\0{corpus.template_text(name)}".encode())
+    for file in (*CODE, Path(__file__)):
+        h.update(file.read_bytes())
     return h.hexdigest()[:20]
 
 
@@ -283,7 +284,7 @@ def count_typed_marker_leaks(corpus: ModuleType, name: str, n: int, oracle: Any 
     caught when the oracle (default: ``make_oracle(vocab, "auto")``) finds a malformed turn or a mask on
     non-assistant text.
     """
-    from drafter_contracts.checks.policy import MaskFacts
+    from drafter_contracts.spans.turns import MaskFacts
     from drafter_contracts.checks.spans import disallowed_supervision
     from drafter_contracts.config import MaskPolicy
     from drafter_contracts.spans.resolve import make_oracle

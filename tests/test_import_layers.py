@@ -36,11 +36,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 KNOWN: dict[tuple[str, str], str] = {
     ("checks.registry", "engine"): "type-only: Engine and ShardWork in the Spec protocol",
     ("hidden.contracts", "engine"): "type-only: Engine and ShardWork",
-    ("conventions", "checks"): "the mask-policy checks a convention preset is validated against (two imports)",
-    ("maskers.oracle", "explain"): "a masker disagreement decoded as an excerpt",
-    ("spans.resolve", "conventions"): "tag_policy: the generation-tag convention of a resolved profile",
-    ("spans.resolve", "checks.policy"): "MaskFacts built for the resolved oracle",
-    ("spans.verify", "checks.policy"): "assistant_turns, to compare a profile's turns with the rendering's",
 }
 
 

@@ -15,13 +15,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_contracts.checks import content, policy
+from drafter_contracts.checks import content
 from drafter_contracts.checks.content import ReplyTables, find_duplicates, row_hashes
 from drafter_contracts.checks.view import RowView, in_table
 from drafter_contracts.config import load_contract, resolve_contract_path
 from drafter_contracts.dataset import Shard, ShardArrays
 from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.spans.labels import ASSISTANT_PARTS, Labels, Role
+from drafter_contracts.spans.turns import turns_of
 
 # --------------------------------------------------------------------------- placeholder_replies
 
@@ -29,7 +30,7 @@ from drafter_contracts.spans.labels import ASSISTANT_PARTS, Labels, Role
 def _reference_placeholder_replies(view, a, labels, tables, contract):
     """The per-token formulation before the per-turn rewrite (runs over all tokens, gathers over all tokens)."""
     ids, role = view.ids, labels.role
-    a_starts = policy.turns_of(labels, view.offsets).starts
+    a_starts = turns_of(labels, view.offsets).starts
     nt = len(a_starts)
     r_start, r_end = content._runs(in_table(role, content._role_lut(*ASSISTANT_PARTS, Role.ASSISTANT_END)))
     r_turn = np.searchsorted(a_starts, r_start, side="right") - 1

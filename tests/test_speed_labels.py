@@ -27,6 +27,7 @@ from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.results import first_per_row, multi_reason_result, row_result
 from drafter_contracts.spans import generic
 from drafter_contracts.spans.labels import ROLE_NAMES, Role
+from drafter_contracts.spans.turns import TURN_ROLES, MaskFacts, assistant_turns
 
 
 def _soup(data, alphabet, profile):
@@ -83,7 +84,7 @@ def test_fast_labels_equal_reference(chatml, alphabet, data):
 def _ref_turns(role: np.ndarray, offsets: np.ndarray):
     """The per-token turn numbering the checks used before (index/last spread over every token)."""
     n = len(role)
-    in_turn = np.isin(role, policy_mod.TURN_ROLES)
+    in_turn = np.isin(role, TURN_ROLES)
     prev, nxt = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     if n:
         prev[1:], nxt[:-1] = in_turn[:-1], in_turn[1:]
@@ -182,7 +183,7 @@ def test_turns_and_mask_checks_equal_per_token_formulation(chatml, alphabet, voc
     policy = data.draw(policies)
     # Masks: random, or exactly the required tokens with a few flips (mostly-passing shards).
     ref_turns = _ref_turns(labels.role, offsets)
-    turns = policy_mod.assistant_turns(labels.role, offsets)
+    turns = assistant_turns(labels.role, offsets)
     for f in ("in_turn", "index", "last", "starts", "row_of_turn"):
         np.testing.assert_array_equal(getattr(turns, f), getattr(ref_turns, f), err_msg=f)
     nl = vocab.newline_lead if data.draw(st.booleans()) else None
@@ -195,7 +196,7 @@ def test_turns_and_mask_checks_equal_per_token_formulation(chatml, alphabet, voc
     view = RowView(ids, mask, offsets, np.arange(len(rows)), None)
     a = SimpleNamespace(shard=SimpleNamespace(id="s", start=0))
     contract = SimpleNamespace(mask=policy, max_len=max_len)
-    facts = policy_mod.MaskFacts(ids, nl)  # what the checks read beyond the labels
+    facts = MaskFacts(ids, nl)  # what the checks read beyond the labels
     got_on = spans.check_mask_on_assistant_spans(view, a, labels, contract, facts)
     assert got_on == _ref_mask_on(ids, mask, offsets, labels, policy, nl)
     got_cov = spans.check_mask_covers_assistant_spans(view, a, labels, contract, facts)

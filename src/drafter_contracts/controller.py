@@ -23,7 +23,7 @@ from .checks import registry
 from .completeness import Coverage
 from .engine import Engine
 from .contract_families import families
-from .explain import LEGEND, Segment, Window, render_segments
+from .spans.excerpt import LEGEND, Segment, Window, render_segments
 from .report import baseline as baseline_mod
 from .report.excerpts import MAX_DECODED, decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint

@@ -246,10 +246,10 @@ class Engine:
 
     def _resolve_convention(self) -> None:
         """Apply the contract's mask convention (learnt from the template, or inferred from the first rows)."""
-        from . import conventions
+        from .checks.convention_fit import decide
 
-        decision = conventions.resolve(self.contract, self.oracle, self.vocab, frozenset(self.contract.mask_keys),
-                                       self._sample if self.oracle is not None else None)
+        decision = decide(self.contract, self.oracle, self.vocab, frozenset(self.contract.mask_keys),
+                          self._sample if self.oracle is not None else None)
         self.contract = replace(self.contract, mask=decision.policy, mask_how=decision.how)
 
     def _sample(self, rows: int = 2000):

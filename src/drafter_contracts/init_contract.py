@@ -51,7 +51,7 @@ class Observed:
     tokenizer: str | None = None
     vocab_size: int | None = None
     template: dict[str, Any] | None = None  # engine.oracle.to_dict()
-    convention: str | None = None  # the mask convention inferred from the first rows (conventions.infer)
+    convention: str | None = None  # the mask convention inferred from the first rows (checks.convention_fit.infer)
     convention_how: str = ""
     draft: dict[str, Any] | None = None  # the draft vocabulary found (draftvocab.pins): size, fingerprint, coverage
     seconds: float = 0.0
@@ -154,7 +154,7 @@ def _key(name: str, value: Any, comment: str) -> str:
 def mask_section(seen: Observed) -> list[str]:
     """``[mask]``: the producer convention inferred from the data, with the figures that decided it.
 
-    The convention is what ``convention = "auto"`` infers (``conventions.infer``: each built-in
+    The convention is what ``convention = "auto"`` infers (``checks.convention_fit.infer``: each built-in
     convention's mask rules run on the first rows; the one they fit is written). Without a
     tokenizer nothing can be inferred: the keys are left at the defaults and say so.
     """

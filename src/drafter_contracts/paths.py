@@ -16,10 +16,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterable
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "build_lock", "cache_root", "cached_build"]
+__all__ = ["JsonCache", "atomic_write_bytes", "atomic_write_text", "build_lock", "cache_root", "cached_build"]
 
 
 def cache_root() -> Path:
@@ -102,3 +104,45 @@ def cached_build(target: Path, marker: str, build: Callable[[Path], object]) -> 
     if not (target / marker).is_file():
         raise RuntimeError(f"{target} exists but is incomplete (no {marker}); delete it to rebuild the fixture")
     return target
+
+
+@dataclass(frozen=True)
+class JsonCache:
+    """One JSON document the runtime may recompute: a learnt profile, a verified choice, encoded texts.
+
+    Its name is a digest of everything the document depends on - the tokenizer's fingerprint and
+    chat template, the request, and the bytes of the code that computes it - so a new tokenizer,
+    template or code version finds no stale entry. An unreadable entry is a miss and an unwritable
+    cache costs time, never correctness.
+    """
+
+    path: Path
+
+    @classmethod
+    def keyed(cls, folder: str, kind: str, parts: Iterable[str], code: Iterable[Path] = ()) -> "JsonCache":
+        h = hashlib.sha256()
+        for part in parts:
+            h.update(part.encode("utf-8") + b"\0")
+        for file in code:
+            h.update(file.read_bytes() if file.is_file() else b"")
+        return cls(cache_root() / folder / f"{kind}-{h.hexdigest()[:24]}.json")
+
+    def read(self) -> Any | None:
+        try:
+            return json.loads(self.path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def write(self, doc: Any) -> None:
+        try:
+            atomic_write_text(self.path, json.dumps(doc))
+        except OSError:
+            pass
+
+    def get(self, compute: Callable[[], Any]) -> Any:
+        """The stored document, else ``compute()``'s, stored for the next process."""
+        doc = self.read()
+        if doc is None:
+            doc = compute()
+            self.write(doc)
+        return doc

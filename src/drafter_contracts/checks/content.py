@@ -10,7 +10,6 @@ figures come from prefix sums, row hashes from one multiply per token.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,7 +19,7 @@ from ..config import Contract
 from ..dataset import ShardArrays
 from ..results import CheckResult, Violation, row_result
 from ..spans.labels import ASSISTANT_PARTS, Labels, Role
-from . import policy
+from ..spans.turns import IS_TURN as _IS_TURN
 from .registry import IDS, MASK, TOKENIZER, Scope, Spec, register
 from .view import RowView, in_table
 
@@ -61,21 +60,16 @@ def placeholder_ids(vocab, texts: tuple[str, ...]) -> dict[str, list[int]]:
     Encoding needs the tokenizer itself (~4 s and ~300 MB to load); with the cache an
     xdist worker that only checks content never loads it.
     """
-    from ..paths import atomic_write_text, cache_root
+    from ..paths import JsonCache
 
-    path = cache_root() / "vocab" / f"{vocab.fingerprint}-placeholders.json"
-    try:
-        cached = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        cached = {}
+    cache = JsonCache.keyed("vocab", "placeholders", (vocab.fingerprint,))
+    cached = cache.read()
+    cached = cached if isinstance(cached, dict) else {}
     missing = [t for t in texts if not isinstance(cached.get(t), list)]
     if missing:
         for t in missing:
             cached[t] = vocab.backend.encode(t, add_special_tokens=False).ids
-        try:
-            atomic_write_text(path, json.dumps(cached))
-        except OSError:
-            pass  # the cache only saves time
+        cache.write(cached)
     return {t: cached[t] for t in texts}
 
 
@@ -102,8 +96,6 @@ def _role_lut(*roles: Role) -> np.ndarray:
     return lut
 
 
-_IS_TURN = np.zeros(256, dtype=bool)
-_IS_TURN[list(policy.TURN_ROLES)] = True
 _IS_PART = np.zeros(256, dtype=bool)
 _IS_PART[list(ASSISTANT_PARTS)] = True
 _REPLY_WINDOW = 8  # tokens first read per reply (a multiple of 8): an empty think block, two newlines, 3 text tokens
@@ -227,7 +219,7 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     the row's end are left to ``cut_mid_reply``.
 
     Work is per turn, not per token: the turns (runs of assistant-turn roles, cut at
-    row starts, as in :func:`policy.assistant_turns`) and whether they hold an end
+    row starts, as in :func:`spans.turns.assistant_turns`) and whether they hold an end
     marker come from the run-length encoded roles (one compiled loop over the runs,
     :func:`assistant_turns_reference` in numpy); only closed turns are read, each
     just far enough to tell a short reply from a long one; only replies of a

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the engine imports this module; these are for annotations o
     from ..engine import Engine, ShardWork
     from ..results import CheckResult
     from ..spans.labels import Labels
-    from .policy import MaskFacts
+    from ..spans.turns import MaskFacts
 
 
 class Scope(str, Enum):

@@ -9,6 +9,7 @@ from ..dataset import ShardArrays
 from ..results import CheckResult, first_per_row, multi_reason_result, row_result
 from ..spans.labels import ROLE_NAMES, TURN_PROBLEM_TEXT, Labels, Role
 from . import policy as policy_mod
+from ..spans.turns import MaskFacts, assistant_turns, turns_of
 from .registry import IDS, MASK, TOKENIZER, Scope, Spec, register
 from .view import RowView
 
@@ -42,7 +43,7 @@ def allowed_roles(policy: MaskPolicy) -> np.ndarray:
 def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
                            offsets: np.ndarray | None = None, ids: np.ndarray | None = None,
                            newline_lead: np.ndarray | None = None,
-                           facts: policy_mod.MaskFacts | None = None) -> np.ndarray:
+                           facts: MaskFacts | None = None) -> np.ndarray:
     """Bool per token: supervised where the policy forbids it (``offsets`` default: one row).
 
     ``facts`` (or ``ids`` and ``newline_lead``) let the rules that read ids find what they need:
@@ -51,9 +52,9 @@ def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
     if offsets is None:
         offsets = np.array([0, len(mask)], dtype=np.int64)
     if facts is None and ids is not None:
-        facts = policy_mod.MaskFacts(ids, newline_lead)
+        facts = MaskFacts(ids, newline_lead)
     joins = facts.joins_blocks if facts is not None else False
-    turns = policy_mod.turns_of(labels, offsets, joins) if policy_mod.needs_turns(policy) else None
+    turns = turns_of(labels, offsets, joins) if policy_mod.needs_turns(policy) else None
     opener = None
     if policy.reasoning_opener == "context" and facts is not None:
         opener = policy_mod.opener_tokens(facts.ids, labels, facts.newline_lead)
@@ -160,8 +161,8 @@ def _reason_text(policy: MaskPolicy) -> dict[int, str]:
     return text
 
 
-def _facts(view: RowView, facts: policy_mod.MaskFacts | None) -> policy_mod.MaskFacts:
-    return facts if facts is not None else policy_mod.MaskFacts(view.ids)
+def _facts(view: RowView, facts: MaskFacts | None) -> MaskFacts:
+    return facts if facts is not None else MaskFacts(view.ids)
 
 
 def _in_windows(at: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -171,7 +172,7 @@ def _in_windows(at: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
-                                  facts: policy_mod.MaskFacts | None = None,
+                                  facts: MaskFacts | None = None,
                                   totals: RoleTotals | None = None) -> CheckResult:
     """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them.
 
@@ -190,7 +191,7 @@ def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels,
     if len(at):
         # Name the rule broken: a role the policy forbids, or an allowed role in the wrong place.
         # Only the failing positions are read: turn facts come from the turn level.
-        turns = policy_mod.turns_of(labels, view.offsets, facts.joins_blocks)
+        turns = turns_of(labels, view.offsets, facts.joins_blocks)
         last_at = turns.last_at(at)
         role_ok = policy_mod.allowed_at(labels.role[at], last_at, policy)
         reasoning = codes == Role.REASONING
@@ -230,7 +231,7 @@ _MISSING_TEXT = {
 
 
 def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
-                                      facts: policy_mod.MaskFacts | None = None,
+                                      facts: MaskFacts | None = None,
                                       totals: RoleTotals | None = None) -> CheckResult:
     """Every token the policy makes eligible is supervised (``completeness`` = all | last).
 
@@ -246,7 +247,7 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
     if clean_by_role_totals(view, labels, totals, policy, need=True):
         hits = np.zeros(0, dtype=np.intp)
     else:
-        turns = policy_mod.turns_of(labels, view.offsets, facts.joins_blocks) if policy_mod.needs_turns(policy) else None
+        turns = turns_of(labels, view.offsets, facts.joins_blocks) if policy_mod.needs_turns(policy) else None
         need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len,
                                           facts.newline_lead, facts)
         hits = _hits(np.greater(need, view.mask, out=need))  # need & ~mask, in place
@@ -256,7 +257,7 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
     if len(rows):
         # A turn with no supervision at all is a different story (per-turn rows?) from a part left out of one.
         # Per-turn supervision from the shard's prefix sum; openers read at and after the failing tokens.
-        turns = policy_mod.turns_of(labels, view.offsets, facts.joins_blocks)
+        turns = turns_of(labels, view.offsets, facts.joins_blocks)
         sup = turns.supervised(view.supervised_prefix)
         last = len(view.ids) - 1
         nxt = np.minimum(at + 1, last)
@@ -277,17 +278,17 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
 
 
 def offending_supervised(ids: np.ndarray, mask: np.ndarray, labels: Labels, contract: Contract,
-                         facts: policy_mod.MaskFacts) -> np.ndarray:
+                         facts: MaskFacts) -> np.ndarray:
     """Every token of one row that mask_on_assistant_spans rejects (supervised where the policy forbids)."""
     offsets = np.array([0, len(ids)], dtype=np.int64)
     return disallowed_supervision(mask, labels, contract.mask, offsets, facts=facts)
 
 
 def offending_unsupervised(ids: np.ndarray, mask: np.ndarray, labels: Labels, contract: Contract,
-                           facts: policy_mod.MaskFacts) -> np.ndarray:
+                           facts: MaskFacts) -> np.ndarray:
     """Every token of one row that mask_covers_assistant_spans misses (required and left out)."""
     offsets = np.array([0, len(ids)], dtype=np.int64)
-    turns = policy_mod.assistant_turns(labels.role, offsets, facts.joins_blocks)
+    turns = assistant_turns(labels.role, offsets, facts.joins_blocks)
     return policy_mod.required_tokens(ids, offsets, labels, turns, contract.mask, contract.max_len,
                                       facts.newline_lead, facts) & ~mask
 
@@ -296,10 +297,10 @@ def convention_hint(engine, w, result: CheckResult) -> str:
     """Most rows break a mask rule: which built-in conventions these rows fit, found by running them."""
     if not result.rows_checked or result.rows_violating < 0.5 * result.rows_checked:
         return ""
-    from .. import conventions
+    from .convention_fit import fitting
     from .registry import spec
 
-    fits = conventions.fitting(w.view, w.labels, w.mask_facts, engine.contract, engine.oracle, engine.vocab)
+    fits = fitting(w.view, w.labels, w.mask_facts, engine.contract, engine.oracle, engine.vocab)
     ok = [name for name, n in fits if n == 0]
     if not ok:
         best, n = fits[0] if fits else ("", 0)

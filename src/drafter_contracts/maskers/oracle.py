@@ -20,9 +20,10 @@ import numpy as np
 
 from .. import conventions
 from ..checks import policy as pol
+from ..spans.turns import MaskFacts, turns_of
 from ..checks.spans import disallowed_supervision
 from ..config import Contract, MaskPolicy
-from ..explain import LEGEND, excerpt
+from ..spans.excerpt import LEGEND, excerpt
 from ..spans.labels import ROLE_NAMES, Labels, Role
 from ..spans.resolve import SpanOracle, make_oracle
 from ..vocab import Vocabulary
@@ -91,7 +92,7 @@ class Oracle:
     def labels_for(self, ids: list[int] | np.ndarray, max_len: int) -> Labels:
         return self.spans.label_row(np.asarray(ids, dtype=np.int64), max_len)
 
-    def _row(self, ids: list[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, pol.MaskFacts]:
+    def _row(self, ids: list[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, MaskFacts]:
         arr = np.asarray(ids, dtype=np.int64)
         return arr, np.array([0, len(arr)], dtype=np.int64), self.spans.mask_facts(arr)
 
@@ -108,7 +109,7 @@ class Oracle:
         template's generation prompt stops; a row cut at ``max_len`` needs nothing past the cut.
         """
         arr, offsets, facts = self._row(ids)
-        turns = pol.turns_of(labels, offsets, facts.joins_blocks) if pol.needs_turns(self.policy) else None
+        turns = turns_of(labels, offsets, facts.joins_blocks) if pol.needs_turns(self.policy) else None
         need = pol.required_tokens(arr, offsets, labels, turns, self.policy, max_len, facts.newline_lead, facts)
         return need & ~np.asarray(mask, dtype=bool)
 

@@ -13,15 +13,13 @@ is cached per template and vocabulary under the cache root.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..paths import atomic_write_text, cache_root
+from ..paths import JsonCache
 from ..vocab import Vocabulary
 from .labels import Role
 from .profile import CompiledProfile, Header, Pair, SubSpan, TemplateProfile
@@ -312,28 +310,21 @@ def _self_check(vocab: Vocabulary, profile: TemplateProfile, probe: Render, conv
 
 # --------------------------------------------------------------------------- cache
 
-def _cache_path(vocab: Vocabulary) -> Path:
-    code = b"".join((Path(__file__).parent / f).read_bytes() for f in ("derive.py", "profile.py"))  # no stale learning
-    key = hashlib.sha256(f"{vocab.fingerprint}\0{vocab.chat_template}\0{DERIVE_VERSION}\0".encode() + code).hexdigest()[:20]
-    return cache_root() / "profiles" / f"derived-{key}.json"
+def _cache(vocab: Vocabulary) -> JsonCache:
+    here = Path(__file__).parent
+    return JsonCache.keyed("profiles", "derived", (vocab.fingerprint, vocab.chat_template or "", str(DERIVE_VERSION)),
+                           code=(here / "derive.py", here / "profile.py"))  # no stale learning
 
 
 def cached_derivation(vocab: Vocabulary) -> TemplateProfile:
     """derive_profile, remembered per template and vocabulary (failures too: they cost as much)."""
-    path = _cache_path(vocab)
-    try:
-        doc = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        doc = None
-    if doc is None:
+    def compute() -> dict:
         try:
-            doc = {"profile": derive_profile(vocab).to_json()}
+            return {"profile": derive_profile(vocab).to_json()}
         except DerivationFailed as exc:
-            doc = {"error": str(exc)}
-        try:
-            atomic_write_text(path, json.dumps(doc))
-        except OSError:
-            pass  # an unwritable cache costs time, not correctness
+            return {"error": str(exc)}
+
+    doc = _cache(vocab).get(compute)
     if "error" in doc:
         raise DerivationFailed(doc["error"])
     return TemplateProfile.from_json(doc["profile"])

@@ -15,17 +15,14 @@ workers and later runs read the cached profile.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import UsageProblem
-from ..paths import atomic_write_text, cache_root
+from ..paths import JsonCache
 from ..vocab import Vocabulary
 from .builtin import ALIASES, BUILTINS, MissingToken, available_builtins, builtin_profile
 from .derive import DerivationFailed, cached_derivation
@@ -57,7 +54,7 @@ class SpanOracle:
 
     def mask_facts(self, ids: np.ndarray) -> Any:
         """What the mask rules read for a shard's ids under this template."""
-        from ..checks.policy import MaskFacts
+        from .turns import MaskFacts
 
         return MaskFacts(ids, self.newline_lead, self.prompts, self.profile.joins_blocks)
 
@@ -78,21 +75,14 @@ class SpanOracle:
                 "generation_prompts": [list(p) for p in self.prompts]}
 
 
-@lru_cache(maxsize=1)
-def _code_hash() -> str:
-    """What a cached choice depends on besides the tokenizer: the labelling and verification code."""
-    here = Path(__file__).parent
-    h = hashlib.sha256(str(RESOLVE_VERSION).encode())
-    for name in ("resolve.py", "builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py",
-                 "relax.py"):
-        p = here / name
-        h.update(p.read_bytes() if p.is_file() else b"")
-    return h.hexdigest()[:16]
+#: What a cached choice depends on besides the tokenizer: the labelling and verification code.
+CODE = tuple(Path(__file__).parent / name for name in (
+    "resolve.py", "builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py", "relax.py"))
 
 
-def _cache_path(vocab: Vocabulary, name: str) -> Path:
-    key = hashlib.sha256(f"{vocab.fingerprint}\0{vocab.chat_template}\0{name}\0{_code_hash()}".encode()).hexdigest()[:24]
-    return cache_root() / "profiles" / f"oracle-{key}.json"
+def _cache(vocab: Vocabulary, name: str) -> JsonCache:
+    return JsonCache.keyed("profiles", "oracle", (vocab.fingerprint, vocab.chat_template or "", name, str(RESOLVE_VERSION)),
+                           code=CODE)
 
 
 def _display(name: str) -> str:
@@ -183,7 +173,7 @@ def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
 
 def _tags(vocab: Vocabulary, profile: TemplateProfile) -> dict[str, Any] | None:
     """Where the template's generation tags put supervision ({"keys", "note"} or {"error"}), None without tags."""
-    from ..conventions import tag_policy
+    from .tags import tag_policy
 
     try:
         found = tag_policy(SpanOracle(profile, "", CompiledProfile(profile, vocab.newline_lead)), vocab)
@@ -249,20 +239,14 @@ def _ends_the_conversation(base: str, full: str, last: dict[str, Any]) -> bool:
 
 def choose_profile(vocab: Vocabulary, name: str = AUTO) -> tuple[TemplateProfile, str, dict[str, Any]]:
     """The verified profile for ``--template-profile name``, a line saying how it was chosen, and the verification."""
-    path = _cache_path(vocab, name)
-    try:
-        doc = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        doc = None
-    if doc is None:
+    def compute() -> dict[str, Any]:
         doc = _choose_uncached(vocab, name)
         if "error" not in doc:
             doc["prompts"] = [list(p) for p in generation_prompts(vocab)]
             doc["tags"] = _tags(vocab, TemplateProfile.from_json(doc["profile"]))
-        try:
-            atomic_write_text(path, json.dumps(doc))
-        except OSError:
-            pass  # an unwritable cache costs time, not correctness
+        return doc
+
+    doc = _cache(vocab, name).get(compute)
     if "error" in doc:
         raise UsageProblem(doc["error"])
     verification = dict(doc.get("verification", {}))

@@ -292,7 +292,7 @@ def _split_message(cp: CompiledProfile, render: Any) -> bool:
     ``joins_blocks`` changes no label, only where the mask rules see assistant turns end, so its need
     is shown on the turns: two label runs of assistant output whose truth is one message.
     """
-    from ..checks.policy import assistant_turns
+    from .turns import assistant_turns
     from . import generic
 
     ids = np.asarray(render.ids, dtype=np.int64)
