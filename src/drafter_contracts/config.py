@@ -256,7 +256,7 @@ class Contract:
     mask_keys: tuple[str, ...] = ()
     #: How the mask policy was resolved (the convention, and what it learnt from the template or the data).
     mask_how: str = ""
-    #: Each contract family's policy, parsed from the table it owns (``families.ContractFamily.parse_table``),
+    #: Each contract family's policy, parsed from the table it owns (``contract_families.ContractFamily.parse_table``),
     #: by family name; its defaults when the file has no such table.
     families: dict[str, Any] = field(default_factory=dict)
 

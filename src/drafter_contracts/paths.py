@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -123,8 +124,7 @@ class JsonCache:
         h = hashlib.sha256()
         for part in parts:
             h.update(part.encode("utf-8") + b"\0")
-        for file in code:
-            h.update(file.read_bytes() if file.is_file() else b"")
+        h.update(_code_digest(tuple(code)))
         return cls(cache_root() / folder / f"{kind}-{h.hexdigest()[:24]}.json")
 
     def read(self) -> Any | None:
@@ -146,3 +146,12 @@ class JsonCache:
             doc = compute()
             self.write(doc)
         return doc
+
+
+@lru_cache(maxsize=None)
+def _code_digest(files: tuple[Path, ...]) -> bytes:
+    """The bytes of the code a cached document depends on, digested once per process."""
+    h = hashlib.sha256()
+    for file in files:
+        h.update(file.read_bytes() if file.is_file() else b"")
+    return h.digest()

@@ -1,4 +1,4 @@
-"""The draft-vocabulary family as the core sees it (``families.ContractFamily``): ``--vocab-mapping``, the
+"""The draft-vocabulary family as the core sees it (``contract_families.ContractFamily``): ``--vocab-mapping``, the
 ``[vocab]`` table, the mapping its contracts read and its report.html section.
 
 Standard library at module level only: the entry point reads ``add_options`` in every pytest run.

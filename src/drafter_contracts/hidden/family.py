@@ -1,4 +1,4 @@
-"""The hidden-state family as the core sees it (``families.ContractFamily``): its options, its
+"""The hidden-state family as the core sees it (``contract_families.ContractFamily``): its options, its
 ``[hidden_states]`` table, the folder its contracts read and its report sections.
 
 Standard library at module level only: the entry point reads ``add_options`` in every pytest run.
