@@ -24,7 +24,6 @@ from test_layers import MODULES, SRC, imports
 
 #: Core modules that still reach into a family's package, and what for (exact: a new one fails).
 REACHES_INTO_A_FAMILY: dict[tuple[str, str], str] = {
-    ("init_contract", "draftvocab"): "init pins the draft vocabulary's size, fingerprint and coverage",
     ("demo.dataset", "draftvocab"): "the demo writes the draft vocabulary its dataset selects",
 }
 
@@ -62,7 +61,7 @@ def test_no_core_module_imports_a_family() -> None:
 def test_core_files_name_no_family() -> None:
     """The core's option, engine, plugin, contract-loader and report modules say nothing of a family."""
     core = ["options.py", "plugin.py", "engine.py", "controller.py", "config.py", "checks/registry.py",
-            "report/summary.py", "report/html.py", "report/reducer.py"]
+            "report/summary.py", "report/html.py", "report/reducer.py", "init_contract.py", "__main__.py"]
     for rel in core:
         text = (SRC / rel).read_text()
         for word in ("hidden_states", "hidden-states", "HiddenRun", "hidden.", "draftvocab", "vocab_mapping", "d2t"):
@@ -73,7 +72,7 @@ FAMILY_PY = '''
 """A family written for the test: a cap on the row count, by option or contract table."""
 from __future__ import annotations
 
-from ..contract_families import ContractFamily
+from ..contract_families import ContractFamily, InitHooks
 
 NAME = "row_cap"
 
@@ -102,11 +101,26 @@ def open_input(config, cap, dataset, contract):
     return None if cap is None else {"cap": cap, "rows": dataset.num_rows}
 
 
+def init_arguments(parser):
+    parser.add_argument("--row-cap-headroom", type=int, default=2, help="cap = headroom x the rows observed")
+
+
+def init_section(cap):
+    from ..toml_text import key_line
+
+    return ["[row_cap]", key_line("max_rows", cap, "headroom x the rows init read")]
+
+
+INIT = InitHooks(section=init_section, add_arguments=init_arguments, option=lambda args: args.row_cap_headroom,
+                 shard=lambda engine, shard, stats: shard.rows,
+                 pins=lambda engine, rows, headroom: headroom * sum(rows))
+
 FAMILY = ContractFamily(name=NAME, contract_modules=("drafter_contracts.rowcap.contracts",), table="row_cap",
                 parse_table=parse_table, add_options=add_options, parse_options=parse_options,
                 check_options=check_options, open_input=open_input, missing="no cap: pass --row-cap N",
                 describe=lambda found: {"cap": found["cap"]},
-                terminal_lines=lambda summary: [f"row cap: {summary['row_cap']['cap']:,}"] if "row_cap" in summary else [])
+                terminal_lines=lambda summary: [f"row cap: {summary['row_cap']['cap']:,}"] if "row_cap" in summary else [],
+                init=INIT)
 '''
 
 CONTRACTS_PY = '''
@@ -152,7 +166,8 @@ def _run(pkg: Path, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess,
 def test_a_family_added_to_the_package_runs_without_a_core_change(package_with_a_new_family, clean_dataset,
                                                                   tmp_path) -> None:
     pkg = package_with_a_new_family
-    for rel in ("options.py", "plugin.py", "engine.py", "config.py", "checks/registry.py", "report/summary.py"):
+    for rel in ("options.py", "plugin.py", "engine.py", "config.py", "checks/registry.py", "report/summary.py",
+                "init_contract.py", "__main__.py"):
         assert (pkg / "drafter_contracts" / rel).read_bytes() == (SRC / rel).read_bytes()
     data = f"--dataset-path={clean_dataset}"
 
@@ -174,6 +189,18 @@ def test_a_family_added_to_the_package_runs_without_a_core_change(package_with_a
     assert summary is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert summary["checks"]["rows_under_cap"]["verdict"] == "pass"
     assert summary["row_cap"] == {"cap": 1000000}
+
+    # init pins the family's table from its own partial of each shard, in init's one pass
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(pkg), os.environ.get("PYTHONPATH", "")]))
+    pinned = tmp_path / "pinned.toml"
+    proc = subprocess.run([sys.executable, "-m", "drafter_contracts", "init", str(clean_dataset), "-o", str(pinned),
+                           "--row-cap-headroom", "3"], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = summary["dataset"]["num_rows"]
+    assert f"max_rows = {3 * rows}" in pinned.read_text()
+    proc, summary = _run(pkg, tmp_path / "pinned", data, f"--contract={pinned}")
+    assert summary["checks"]["rows_under_cap"]["verdict"] == "pass", proc.stdout[-3000:]
+    assert summary["row_cap"] == {"cap": 3 * rows}
 
     proc, _ = _run(pkg, tmp_path / "bad", data, "--row-cap=0")
     assert proc.returncode == 4 and "--row-cap 0: must be >= 1" in proc.stdout + proc.stderr

@@ -19,7 +19,8 @@ from test_layers import MODULES, SRC, imports
 
 #: Bottom up. A module belongs to the layer of its longest matching prefix (relative to the package).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "results", "paths", "allocator", "hypothesis_settings", "wire", "contract_families", "option_values")),
+    ("base", ("errors", "results", "paths", "allocator", "hypothesis_settings", "wire", "contract_families", "option_values",
+              "toml_text")),
     ("data", ("dataset", "vocab", "kernels", "kernels_numpy", "tokenizer_source", "builtin_tokenizer",
               "trl_templates", "checks.view")),
     ("spans", ("spans",)),

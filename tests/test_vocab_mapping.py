@@ -120,7 +120,7 @@ def test_init_pins_the_draft_vocabulary_and_its_coverage(cases, tokenizer_dir, t
     pinned = load_contract(path).families["draft_vocab"]
     assert pinned.draft_vocab_size == vm.DRAFT and pinned.target_vocab_size == vm.TARGET_VOCAB
     assert pinned.fingerprint.startswith("sha256:")
-    assert pinned.min_coverage <= seen.draft["coverage"] < pinned.min_coverage + 1e-4
+    assert pinned.min_coverage <= seen.pinned["draft_vocab"]["coverage"] < pinned.min_coverage + 1e-4
 
 
 @pytest.mark.parametrize("raw, says", [

@@ -52,13 +52,13 @@ Exit status of a check: 0 every contract holds, 1 a contract is violated, 4 usag
 
 def _init(args: argparse.Namespace) -> int:
     from .errors import UsageProblem
-    from .init_contract import NotKnownGood, run_init
+    from .init_contract import NotKnownGood, init_families, run_init
 
     try:
         seen, path = run_init(args.dataset, args.output, args.tokenizer, force=args.force,
                               count_tolerance=args.count_tolerance, max_len=args.max_len, name=args.name,
                               dataset_split=args.dataset_split, template_profile=args.template_profile,
-                              vocab_mapping=args.vocab_mapping)
+                              family_options={f.name: f.init.option(args) for f in init_families() if f.init.option})
     except UsageProblem as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return 4
@@ -73,6 +73,8 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .init_contract import init_families
+
     parser = argparse.ArgumentParser(prog="drafter-contracts", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{init,demo,merge-reports}")
@@ -90,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     init.add_argument("--name", help="contract name (default: the dataset folder's name)")
     init.add_argument("--dataset-split", metavar="NAME", help="split to read when DIR is a saved DatasetDict")
     init.add_argument("--template-profile", default="auto", metavar="NAME|auto", help="as for the check (default auto)")
-    init.add_argument("--vocab-mapping", metavar="FILE", help="draft vocabulary to pin (default: the d2t-N.npy / "
-                      "t2d-N.npy pair beside the dataset, if any)")
+    for fam in init_families():
+        if fam.init.add_arguments is not None:
+            fam.init.add_arguments(init)
     init.add_argument("--force", action="store_true", help="replace FILE if it exists")
     demo = sub.add_parser("demo", help="run the contract suite on the embedded Qwen3.6 fixture dataset",
                           description="Extra arguments are passed to pytest (e.g. -n auto, -k mask).")

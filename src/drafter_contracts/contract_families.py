@@ -16,7 +16,9 @@ this interface, so adding one touches no core file:
   whose ``needs`` holds the family's ``name`` runs only when that input is there, and an
   ``on_request`` one is left out of the run otherwise (``missing`` says why);
 * the reports: ``describe`` (summary.json's section ``name``), ``terminal_lines`` and
-  ``html_section``, read from summary.json like every other report.
+  ``html_section``, read from summary.json like every other report;
+* ``drafter-contracts init``: :class:`InitHooks`, what the family pins of a known-good dataset in
+  init's one pass (its arguments, its input, a partial per shard, the pins, its table's lines).
 
 Its contracts are declared in ``contract_modules`` with ``registry.register`` like the core's, in
 report order after the core module ``after`` (the end when None), and their statistics travel as
@@ -35,6 +37,32 @@ from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class InitHooks:
+    """What a family pins when ``drafter-contracts init`` reads a known-good dataset (``init_contract``).
+
+    Init makes one pass of the engine over the shards; a family rides on it rather than reading the
+    dataset again, and writes its own table of the contract file from what it saw.
+    """
+
+    #: ``section(pins) -> lines``: its table in the contract file, every key commented
+    #: (``toml_text.key_line``); pins None: nothing was found to pin, and the lines say so.
+    section: Callable[[Any], list[str]]
+    #: ``add_arguments(parser)``: init's own arguments for it (argparse); ``option(args) -> option``
+    #: reads them back from the namespace.
+    add_arguments: Callable[[Any], None] | None = None
+    option: Callable[[Any], Any] | None = None
+    #: ``check(option)``: before any work (a file named exists); one-line UsageProblem otherwise.
+    check: Callable[[Any], None] | None = None
+    #: ``open_input(dataset, option) -> input``: ``Engine.inputs[name]`` during init's pass.
+    open_input: Callable[[Any, Any], Any] | None = None
+    #: ``shard(engine, shard, stats) -> partial``: what it keeps of a shard while the shard is in memory
+    #: (``stats`` is ``Engine.stats(shard)``).
+    shard: Callable[[Any, Any, dict[str, Any]], Any] | None = None
+    #: ``pins(engine, partials, option) -> pins | None``: what ``section`` writes, from every shard's partial.
+    pins: Callable[[Any, list[Any], Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +100,8 @@ class ContractFamily:
     html_section: Callable[[dict[str, Any]], str] | None = None
     #: Where report.html places the section: "dataset" (after the dataset's plots) or "end" (after the rows).
     html_place: str = "end"
+    #: What ``drafter-contracts init`` pins of it (None: nothing; its table is left out of the file init writes).
+    init: InitHooks | None = None
 
 
 @lru_cache(maxsize=1)

@@ -20,9 +20,10 @@ import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .errors import UsageProblem
+from .toml_text import key_line
 
 #: Row-count tolerance written when the user gives none: a regenerated dataset moves a little.
 DEFAULT_TOLERANCE = "1%"
@@ -53,7 +54,7 @@ class Observed:
     template: dict[str, Any] | None = None  # engine.oracle.to_dict()
     convention: str | None = None  # the mask convention inferred from the first rows (checks.convention_fit.infer)
     convention_how: str = ""
-    draft: dict[str, Any] | None = None  # the draft vocabulary found (draftvocab.pins): size, fingerprint, coverage
+    pinned: dict[str, Any] = field(default_factory=dict)  # family name -> what it pins (ContractFamily.init.pins)
     seconds: float = 0.0
 
 
@@ -62,17 +63,56 @@ def _add(into: dict[str, int], part: dict[str, int] | None) -> None:
         into[k] = into.get(k, 0) + int(v)
 
 
+def init_families() -> list[Any]:
+    """The contract families that pin something of a known-good dataset (``ContractFamily.init``)."""
+    from .contract_families import families
+
+    return [f for f in families() if f.init is not None]
+
+
 def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | None = None,
-            template_profile: str = "auto", vocab_mapping: str | None = None) -> Observed:
-    """One pass of the engine over every shard, keeping only the sums a contract pins."""
+            template_profile: str = "auto", family_options: Mapping[str, Any] | None = None) -> Observed:
+    """One pass of the engine over every shard, keeping only the sums a contract pins.
+
+    ``family_options``: family name -> its init option (``InitHooks.option``); each family keeps a
+    partial of every shard on the same pass and pins from them."""
     import time
 
+    t0 = time.perf_counter()
+    engine, seen = _open(dataset_dir, tokenizer, dataset_split, template_profile)
+    options = dict(family_options or {})
+    pinning = init_families()
+    for fam in pinning:
+        if fam.init.open_input is not None:
+            engine.inputs[fam.name] = fam.init.open_input(engine.dataset, options.get(fam.name))
+    partials: dict[str, list[Any]] = {fam.name: [] for fam in pinning}
+    has_mask = seen.supervised_tokens is not None
+    for shard in engine.shards:
+        st = engine.stats(shard)
+        if st is None:
+            continue
+        _add_shard(seen, engine, shard, st, has_mask)
+        for fam in pinning:
+            if fam.init.shard is not None:
+                partials[fam.name].append(fam.init.shard(engine, shard, st))  # while the shard is in memory
+    for fam in pinning:
+        if fam.init.pins is not None:
+            seen.pinned[fam.name] = fam.init.pins(engine, partials[fam.name], options.get(fam.name))
+    lengths = engine.row_lengths
+    if lengths is not None and len(lengths) and seen.seq_len_max is not None:
+        seen.rows_at_max = int((lengths == seen.seq_len_max).sum())
+    seen.seconds = time.perf_counter() - t0
+    return seen
+
+
+def _open(dataset_dir: str, tokenizer: str | None, dataset_split: str | None,
+          template_profile: str) -> tuple[Any, Observed]:
+    """The engine over the dataset under the generic contract, and what is known before the pass."""
     from .config import load_contract, resolve_contract_path
     from .dataset import open_dataset
     from .engine import Engine
     from .vocab import load_vocabulary
 
-    t0 = time.perf_counter()
     dataset = open_dataset(dataset_dir, dataset_split)
     _ = dataset.table  # unreadable Arrow files are a usage error before any work
     contract = load_contract(resolve_contract_path(None), {"template_profile": template_profile})
@@ -89,67 +129,29 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
                     template=engine.oracle.to_dict() if engine.oracle is not None else None)
     if engine.oracle is not None and engine.contract.mask.convention != "auto":
         seen.convention, seen.convention_how = engine.contract.mask.convention, engine.contract.mask_how
-    has_mask = "loss_mask" not in engine.column_problems
-    seen.supervised_tokens = 0 if has_mask else None
-    from .draftvocab.family import NAME as DRAFT_VOCAB
-    from .draftvocab.files import locate
-    from .draftvocab.policy import VocabPolicy
+    seen.supervised_tokens = 0 if "loss_mask" not in engine.column_problems else None
+    return engine, seen
 
-    from .draftvocab.contracts import shard_coverage
-    from .draftvocab.pins import observe_mapping
 
-    engine.inputs[DRAFT_VOCAB] = locate(dataset.path, vocab_mapping, VocabPolicy())
-    counts: list[dict] = []
-    rows: list[dict | None] = []
-    for shard in engine.shards:
-        st = engine.stats(shard)
-        if st is None:
-            continue
-        seen.tokens += st["tokens"]
-        seen.rows_excluded += st["rows_excluded"]
-        for key, pick in (("seq_len_min", min), ("seq_len_max", max)):
-            if st[key] is not None:
-                cur = getattr(seen, key)
-                setattr(seen, key, st[key] if cur is None else pick(cur, st[key]))
-        if has_mask and st.get("supervised_tokens") is not None:
-            seen.supervised_tokens += st["supervised_tokens"]
-            per_row = engine.work(shard).view.supervised_per_row
-            if len(per_row):
-                low = int(per_row.min())
-                seen.min_supervised = low if seen.min_supervised is None else min(seen.min_supervised, low)
-        _add(seen.role_tokens, st.get("role_tokens"))
-        _add(seen.role_supervised, st.get("role_supervised"))
-        if st.get("supervised_id_counts") is not None:
-            counts.append(st["supervised_id_counts"])
-            rows.append(shard_coverage(engine, shard))  # while the shard is in memory
-    if has_mask and counts:
-        seen.draft = observe_mapping(engine, counts, rows)
-        if seen.draft is not None and vocab_mapping:
-            seen.draft["mapping"] = str(Path(vocab_mapping).expanduser().resolve())
-    lengths = engine.row_lengths
-    if lengths is not None and len(lengths) and seen.seq_len_max is not None:
-        seen.rows_at_max = int((lengths == seen.seq_len_max).sum())
-    seen.seconds = time.perf_counter() - t0
-    return seen
+def _add_shard(seen: Observed, engine: Any, shard: Any, st: dict[str, Any], has_mask: bool) -> None:
+    """Fold one shard's ``Engine.stats`` into what init pins."""
+    seen.tokens += st["tokens"]
+    seen.rows_excluded += st["rows_excluded"]
+    for key, pick in (("seq_len_min", min), ("seq_len_max", max)):
+        if st[key] is not None:
+            cur = getattr(seen, key)
+            setattr(seen, key, st[key] if cur is None else pick(cur, st[key]))
+    if has_mask and st.get("supervised_tokens") is not None:
+        seen.supervised_tokens += st["supervised_tokens"]
+        per_row = engine.work(shard).view.supervised_per_row
+        if len(per_row):
+            low = int(per_row.min())
+            seen.min_supervised = low if seen.min_supervised is None else min(seen.min_supervised, low)
+    _add(seen.role_tokens, st.get("role_tokens"))
+    _add(seen.role_supervised, st.get("role_supervised"))
 
 
 # --- the contract file -------------------------------------------------------------------------
-
-def _toml(value: Any) -> str:
-    """A TOML literal for a str, bool, int or list of those (JSON's string escapes are TOML's)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return json.dumps(str(value), ensure_ascii=False)
-
-
-def _key(name: str, value: Any, comment: str) -> str:
-    line = f"{name} = {_toml(value)}"
-    return f"{line:<40} # {comment}" if comment else line
-
 
 def mask_section(seen: Observed) -> list[str]:
     """``[mask]``: the producer convention inferred from the data, with the figures that decided it.
@@ -163,7 +165,7 @@ def mask_section(seen: Observed) -> list[str]:
     lines = ["[mask]"]
     if seen.role_supervised or seen.role_tokens:
         lines.append("# Observed on this dataset (span-oracle roles): supervised / all tokens per role")
-        for role in sorted(set(seen.role_tokens) | set(seen.role_supervised), key=lambda r: -seen.role_tokens.get(r, 0)):
+        for role in sorted(set(seen.role_tokens) | set(seen.role_supervised), key=lambda r: (-seen.role_tokens.get(r, 0), r)):
             sup, alltok = seen.role_supervised.get(role, 0), seen.role_tokens.get(role, 0)
             share = f"{sup / alltok:.1%}" if alltok else "n/a"
             lines.append(f"#   {role:<20} {sup:>14,} / {alltok:>14,}  ({share})")
@@ -171,7 +173,7 @@ def mask_section(seen: Observed) -> list[str]:
         lines.append("# The producer's convention, inferred from the data (docs/conventions.md):")
         for part in seen.convention_how.split("; "):
             lines.append(f"#   {part}")
-        lines.append(_key("convention", seen.convention, "the keys it sets can be overridden below it"))
+        lines.append(key_line("convention", seen.convention, "the keys it sets can be overridden below it"))
         return lines
     lines.append("# No tokenizer was given, so the convention could not be inferred (init --tokenizer DIR does).")
     lines.append("# Keys below are the defaults (speculators 0.4-0.7: assistant content, reasoning and tool calls")
@@ -179,7 +181,7 @@ def mask_section(seen: Observed) -> list[str]:
     defaults = MaskPolicy()
     for f in dataclasses.fields(MaskPolicy):
         value = getattr(defaults, f.name)
-        lines.append(_key(f.name, list(value) if isinstance(value, tuple) else value, _MASK_NOTES.get(f.name, "")))
+        lines.append(key_line(f.name, list(value) if isinstance(value, tuple) else value, _MASK_NOTES.get(f.name, "")))
     return lines
 
 
@@ -217,24 +219,24 @@ def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT
         "# Every value is what init observed; loosen one where later datasets may honestly differ.",
         "",
         "[contract]",
-        _key("name", name, "shows in every report"),
-        _key("description", f"pinned to {seen.path.name}: {seen.num_rows:,} rows, {seen.tokens:,} tokens", ""),
+        key_line("name", name, "shows in every report"),
+        key_line("description", f"pinned to {seen.path.name}: {seen.num_rows:,} rows, {seen.tokens:,} tokens", ""),
         "",
         "[schema]",
         "# The Arrow types found; a column not listed fails schema unless allow_extra_columns = true.",
     ]
-    out += [_key(col, typ, "as found") for col, typ in seen.columns.items()]
+    out += [key_line(col, typ, "as found") for col, typ in seen.columns.items()]
     out += [
         "",
         "[dataset]",
-        _key("expected_count", seen.num_rows, "rows in the known-good dataset"),
-        _key("count_tolerance", count_tolerance, "allowed distance: rows, or a percentage"),
-        _key("allow_extra_columns", False, "columns beyond [schema] fail the schema contract"),
+        key_line("expected_count", seen.num_rows, "rows in the known-good dataset"),
+        key_line("count_tolerance", count_tolerance, "allowed distance: rows, or a percentage"),
+        key_line("allow_extra_columns", False, "columns beyond [schema] fail the schema contract"),
         "",
         "[lengths]",
-        _key("min_len", seen.seq_len_min or 0, "shortest row observed"),
-        _key("max_len", cap or 0, cap_note),
-        _key("min_supervised", seen.min_supervised if seen.min_supervised is not None else 0,
+        key_line("min_len", seen.seq_len_min or 0, "shortest row observed"),
+        key_line("max_len", cap or 0, cap_note),
+        key_line("min_supervised", seen.min_supervised if seen.min_supervised is not None else 0,
              "fewest supervised tokens in a row observed"),
         "",
         "[tokenizer]",
@@ -242,45 +244,29 @@ def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT
     if seen.tokenizer:
         template = seen.template or {}
         builtin = template.get("source") == "builtin"
-        out.append(_key("path", seen.tokenizer, "the tokenizer the dataset was checked with"))
+        out.append(key_line("path", seen.tokenizer, "the tokenizer the dataset was checked with"))
         if seen.vocab_size is not None:
-            out.append(_key("vocab_size", seen.vocab_size, "ids the tokenizer has; another tokenizer is a usage error"))
-        out.append(_key("template_profile", template.get("name") if builtin else "auto",
+            out.append(key_line("vocab_size", seen.vocab_size, "ids the tokenizer has; another tokenizer is a usage error"))
+        out.append(key_line("template_profile", template.get("name") if builtin else "auto",
                         "built-in profile init chose" if builtin else "derived from the chat template, as init did"))
         out.append(f"# Template profile chosen: {json.dumps(template, ensure_ascii=False)}")
     else:
         out.append("# No tokenizer given to init: the contracts that read tokens skip until one is set here")
         out.append("# (path = \"DIR\") or passed with --tokenizer.")
-    out += ["", *mask(seen), "", *vocab_section(seen), "",
+    out += ["", *mask(seen), ""]
+    for fam in init_families():
+        out += [*fam.init.section(seen.pinned.get(fam.name)), ""]
+    out += [
             "[content]",
-            _key("strict", ContentPolicy.strict, "false: suspicious content (duplicates, placeholder replies) warns"),
-            _key("block_size", ContentPolicy.block_size, "DFlash block size: anchors are never in a row's last block"),
+            key_line("strict", ContentPolicy.strict, "false: suspicious content (duplicates, placeholder replies) warns"),
+            key_line("block_size", ContentPolicy.block_size, "DFlash block size: anchors are never in a row's last block"),
             "",
             "[drift]",
-            _key("sample_rows", DriftPolicy.sample_rows, "at most this many rows re-encoded with the tokenizer (0: off)"),
-            _key("sample_tokens", DriftPolicy.sample_tokens, "and at most about this many tokens"),
-            _key("seed", DriftPolicy.seed, "which rows"),
+            key_line("sample_rows", DriftPolicy.sample_rows, "at most this many rows re-encoded with the tokenizer (0: off)"),
+            key_line("sample_tokens", DriftPolicy.sample_tokens, "and at most about this many tokens"),
+            key_line("seed", DriftPolicy.seed, "which rows"),
             ""]
     return "\n".join(out)
-
-
-def vocab_section(seen: Observed) -> list[str]:
-    """``[vocab]``: the draft vocabulary found beside the dataset, pinned with the coverage observed."""
-    d = seen.draft
-    if d is None:
-        return ["[vocab]", "# No draft vocabulary (d2t-N.npy / t2d-N.npy) beside the dataset: its contracts skip until one",
-                "# is there or passed with --vocab-mapping FILE."]
-    if d.get("problem"):
-        return ["[vocab]", f"# The draft vocabulary beside the dataset could not be pinned: {d['problem']}"]
-    return ["[vocab]",
-            f"# Found {d['files']}; observed coverage {d['coverage']:.4%} of the supervised tokens,",
-            f"# lowest row {d['lowest_row']:.2%}.",
-            *([_key("mapping", d["mapping"], "the mapping file given to init")] if d.get("mapping") else []),
-            _key("draft_vocab_size", d["draft_vocab_size"], "N: the pair d2t-N.npy / t2d-N.npy checked"),
-            _key("target_vocab_size", d["target_vocab_size"], "len(t2d): the target model's vocabulary"),
-            _key("fingerprint", d["fingerprint"], "another selection fails vocab_mapping_consistent"),
-            _key("min_coverage", d["min_coverage"], "the observed coverage, rounded down"),
-            "# min_row_coverage = 0.5                  # uncomment to fail rows whose supervised tokens are mostly outside"]
 
 
 def write_contract(text: str, out: Path, force: bool = False) -> Path:
@@ -303,7 +289,7 @@ def write_contract(text: str, out: Path, force: bool = False) -> Path:
 def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool = False,
              count_tolerance: str = DEFAULT_TOLERANCE, max_len: int | None = None, name: str | None = None,
              dataset_split: str | None = None, template_profile: str = "auto",
-             vocab_mapping: str | None = None) -> tuple[Observed, Path]:
+             family_options: Mapping[str, Any] | None = None) -> tuple[Observed, Path]:
     """Check the arguments, observe the dataset, write the contract; UsageProblem on bad input."""
     from .config import Tolerance
     from .tokenizer_source import resolve_tokenizer
@@ -321,12 +307,11 @@ def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool =
         resolve_tokenizer(tokenizer)
         path = Path(tokenizer).expanduser()
         tokenizer = str(path.resolve()) if path.exists() else tokenizer  # a committed contract must not depend on cwd
-    if vocab_mapping:
-        from .draftvocab.policy import check_mapping_path
-
-        check_mapping_path(vocab_mapping, "init --vocab-mapping")
+    for fam in init_families():
+        if fam.init.check is not None:
+            fam.init.check((family_options or {}).get(fam.name))
     seen = observe(dataset_dir, tokenizer, dataset_split=dataset_split, template_profile=template_profile,
-                   vocab_mapping=vocab_mapping)
+                   family_options=family_options)
     if max_len is not None and seen.seq_len_max is not None and seen.seq_len_max > max_len:
         raise UsageProblem(f"init --max-len {max_len}: the dataset has rows of {seen.seq_len_max:,} tokens; "
                            "pass the cap the dataset was truncated at")
