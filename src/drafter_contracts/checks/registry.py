@@ -36,10 +36,10 @@ import numpy as np
 
 from ..contract_families import families
 
-if TYPE_CHECKING:  # the engine imports this module; these are for annotations only
+if TYPE_CHECKING:  # for annotations only
     from ..config import Contract
     from ..dataset import Shard
-    from ..engine import Engine, ShardWork
+    from .protocols import ContractEngine, ShardData
     from ..results import CheckResult
     from ..spans.labels import Labels
     from ..spans.turns import MaskFacts
@@ -72,7 +72,7 @@ class Verdict:
 class WholeRun(Protocol):
     """What a whole-dataset contract's ``reduce`` reads at the controller (``controller.ContractRun``)."""
 
-    engine: "Engine"
+    engine: "ContractEngine"
     coverage: Any  # completeness.Coverage: which shard and contract tests reported
     baseline: Any  # (path, document) of --baseline FILE, or None
 
@@ -94,7 +94,7 @@ class Spec:
     needs: frozenset[str] = frozenset({IDS})
     run: Callable[..., "CheckResult"] | None = None
     #: Whole-dataset contracts fed by every shard (duplicates): what a shard sends, ``partial(engine, shard)``.
-    partial: Callable[["Engine", "Shard"], Any] | None = None
+    partial: Callable[["ContractEngine", "Shard"], Any] | None = None
     reduce: Callable[[WholeRun], "CheckResult | Verdict | None"] | None = None
     #: ``fold(state, partial) -> state`` (state None at first): each shard's partial is folded in as its
     #: report arrives instead of being kept (where the partials of a million rows take gigabytes);
@@ -103,11 +103,11 @@ class Spec:
     #: ``shard_figures(engine, shard) -> {key: number}``: what the shard's pass counted (bytes read,
     #: seconds), kept in the shard's stats; the reducer sums them (``*_first`` keys: the least,
     #: ``*_last``: the greatest) into ``figures["contract_figures"][name]``.
-    shard_figures: Callable[["Engine", "Shard"], dict[str, float] | None] | None = None
+    shard_figures: Callable[["ContractEngine", "Shard"], dict[str, float] | None] | None = None
     #: Bool per token of one row: every token that breaks the rule (explanations mark them all).
     offending: Callable[[np.ndarray, np.ndarray, "Labels", "Contract", "MaskFacts"], np.ndarray | None] | None = None
     #: Shown once per result when most of its rows break the rule: (engine, work, result) -> text.
-    hint: Callable[["Engine", "ShardWork", "CheckResult"], str] | None = None
+    hint: Callable[["ContractEngine", "ShardData", "CheckResult"], str] | None = None
     #: Advice by reason code (the result's most frequent code picks one).
     hints: Mapping[int, str] = field(default_factory=dict)
     #: Where an excerpt of a whole-row violation (position -1) starts: -1 the row's start, -2 its end.

@@ -30,8 +30,8 @@ from .family import NAME
 from .verdicts import fold_prefixes
 
 if TYPE_CHECKING:
+    from ..checks.protocols import ContractEngine, ShardData
     from ..dataset import Shard
-    from ..engine import Engine, ShardWork
     from .run import HiddenRun
 
 _NEEDS = frozenset({IDS, NAME})
@@ -39,7 +39,7 @@ _OFF = "value pass off ([hidden_states] values = false or --hs-headers-only)"
 _HIDDEN = dict(needs=_NEEDS, on_request=True, decodable=False)
 
 
-def _run(e: "Engine") -> "HiddenRun":
+def _run(e: "ContractEngine") -> "HiddenRun":
     """The run's hidden-states folder (there whenever these contracts run: they need it)."""
     return e.inputs[NAME]
 
@@ -60,13 +60,13 @@ def _details(result: CheckResult, shown: int = 20) -> list[str]:
 # --- hs_coverage ------------------------------------------------------------------------------------
 
 
-def _coverage_carrier(e: "Engine", w: "ShardWork") -> CheckResult:
+def _coverage_carrier(e: "ContractEngine", w: "ShardData") -> CheckResult:
     """The shard's carrier record (rows looked for); the verdict is the controller's, test_hs_coverage."""
     _run(e).outcome(w.shard)
     return CheckResult(C.COVERAGE, w.shard.id, rows_checked=w.shard.rows)
 
 
-def _missing(e: "Engine", shard: "Shard") -> Any:
+def _missing(e: "ContractEngine", shard: "Shard") -> Any:
     out = _run(e).done(shard)
     return None if out is None else {"rows": shard.rows, "missing": out.missing}
 
@@ -89,24 +89,24 @@ def _reduce_coverage(run: WholeRun) -> Verdict | None:
 # --- the value verdicts -------------------------------------------------------------------------------
 
 
-def _norms(e: "Engine", shard: "Shard") -> Any:
+def _norms(e: "ContractEngine", shard: "Shard") -> Any:
     out = _run(e).done(shard)
     return None if out is None else out.norms
 
 
-def _prefixes(e: "Engine", shard: "Shard") -> Any:
+def _prefixes(e: "ContractEngine", shard: "Shard") -> Any:
     out = _run(e).done(shard)
     return None if out is None else out.prefixes
 
 
-def _none(e: "Engine", shard: "Shard") -> None:
+def _none(e: "ContractEngine", shard: "Shard") -> None:
     """hs_norm_outliers reads hs_layer_norms' partials; sending none of its own still makes it one of the
     shard tests' contracts, so a shard that never reports leaves it incomplete, not pass."""
     return None
 
 
 def _value_carrier(name: str):
-    def run(e: "Engine", w: "ShardWork") -> CheckResult:
+    def run(e: "ContractEngine", w: "ShardData") -> CheckResult:
         out = _run(e).outcome(w.shard)
         if out.norms is None:
             return CheckResult(name, w.shard.id, skipped=_OFF)
@@ -138,7 +138,7 @@ def _value_verdict(name: str):
     return reduce
 
 
-def _figures(e: "Engine", shard: "Shard") -> dict[str, float] | None:
+def _figures(e: "ContractEngine", shard: "Shard") -> dict[str, float] | None:
     out = _run(e).done(shard)
     return None if out is None else out.figures
 
@@ -146,7 +146,7 @@ def _figures(e: "Engine", shard: "Shard") -> dict[str, float] | None:
 # --- spot recompute ---------------------------------------------------------------------------------
 
 
-def _spot_recompute(e: "Engine") -> CheckResult:
+def _spot_recompute(e: "ContractEngine") -> CheckResult:
     hidden: HiddenRun = _run(e)
     if hidden.verify_model is None:
         return CheckResult(C.RECOMPUTE, "dataset", skipped="not asked for: pass --hs-verify-model DIR (the target "
