@@ -185,8 +185,8 @@ class ContractRun:
         dataset-level and whole-dataset verdicts (the drift sample, duplicate pairs) are read here.
         """
         for name, c in summary["checks"].items():
-            entry = registry.spec(name)
-            shown = c["verdict"] in ("fail", "warn") and (entry is None or entry.decodable)
+            declared = registry.spec(name)
+            shown = c["verdict"] in ("fail", "warn") and (declared is None or declared.decodable)
             for i, ex in enumerate(c["examples"]):
                 if not shown or i >= MAX_DECODED:
                     ex.pop("excerpt", None)

@@ -327,17 +327,17 @@ class Engine:
                 out[name] = f"column {name} is {t}, not a list of {kind} values (see test_schema)"
         return out
 
-    def missing_input(self, check: str) -> str | None:
+    def missing_input(self, name: str) -> str | None:
         """Why a contract that reads a family's input cannot run here (that input was not given), or None."""
-        for need in spec(check).needs & family_names():
+        for need in spec(name).needs & family_names():
             if self.inputs.get(need) is None:
                 return family(need).missing or f"no {need} input"
         return None
 
-    def runs(self, check: str) -> bool:
+    def runs(self, name: str) -> bool:
         """False for an ``on_request`` contract whose family input was not given (no option or file
         named it): it is left out of the run and its reports, not skipped."""
-        return not (spec(check).on_request and self.missing_input(check) is not None)
+        return not (spec(name).on_request and self.missing_input(name) is not None)
 
     @cached_property
     def shard_checks(self) -> tuple[str, ...]:
@@ -349,10 +349,10 @@ class Engine:
         """The contracts with a test of their own in this run (``DATASET_CHECKS`` and the requested ones)."""
         return tuple(c for c in names(Scope.DATASET) if self.runs(c))
 
-    def skip_reason(self, check: str) -> str | None:
+    def skip_reason(self, name: str) -> str | None:
         """Why a contract cannot run here (what it needs, by its registry entry), or None when it can."""
-        needs = spec(check).needs
-        missing = self.missing_input(check)
+        needs = spec(name).needs
+        missing = self.missing_input(name)
         if missing is not None:
             return missing
         if IDS in needs and "input_ids" in self.column_problems:
@@ -363,12 +363,12 @@ class Engine:
             return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
         return None
 
-    def dataset_check(self, check: str) -> CheckResult:
-        """A dataset-level contract's verdict (its registry entry's ``run``)."""
-        entry = spec(check)
-        if entry is None or entry.scope is not Scope.DATASET:
-            raise KeyError(check)
-        return entry.run(self)
+    def dataset_check(self, name: str) -> CheckResult:
+        """A dataset-level contract's verdict (its Spec's ``run``)."""
+        declared = spec(name)
+        if declared is None or declared.scope is not Scope.DATASET:
+            raise KeyError(name)
+        return declared.run(self)
 
     def work(self, shard: Shard) -> ShardWork:
         if self._work is None or self._work.shard != shard:
@@ -394,33 +394,33 @@ class Engine:
                 return None
         return self._stats[shard.index]
 
-    def shard_check(self, shard: Shard, check: str) -> CheckResult:
-        key = (shard.index, check)
+    def shard_check(self, shard: Shard, name: str) -> CheckResult:
+        key = (shard.index, name)
         if key not in self._results:
-            reason = self.skip_reason(check)
+            reason = self.skip_reason(name)
             unreadable = self.unreadable(shard)
             if unreadable is not None:
-                self._results[key] = CheckResult(check, shard.id, skipped=unreadable)
+                self._results[key] = CheckResult(name, shard.id, skipped=unreadable)
             elif reason is not None:
-                self._results[key] = CheckResult(check, shard.id, skipped=reason)
-            elif RAW not in spec(check).needs and shard.rows and not len(self.work(shard).view.rows):
-                self._results[key] = CheckResult(check, shard.id, skipped=(
+                self._results[key] = CheckResult(name, shard.id, skipped=reason)
+            elif RAW not in spec(name).needs and shard.rows and not len(self.work(shard).view.rows):
+                self._results[key] = CheckResult(name, shard.id, skipped=(
                     f"all {shard.rows:,} rows of {shard.id} are null, empty or have skewed lengths "
                     "(see test_no_nulls, test_no_empty_rows, test_lengths_agree)"))
             else:
                 try:
-                    self._results[key] = self._run(self.work(shard), check)
+                    self._results[key] = self._run(self.work(shard), name)
                 except InvalidBuffers as exc:  # a data defect the wrappers or the re-read caught: no tool bug
                     self.buffer_problems[shard.index] = str(exc)
-                    self._results[key] = CheckResult(check, shard.id, skipped=self.unreadable(shard))
+                    self._results[key] = CheckResult(name, shard.id, skipped=self.unreadable(shard))
         return self._results[key]
 
-    def _run(self, w: ShardWork, check: str) -> CheckResult:
-        """One contract on one shard: its registry entry's ``run``, and its hint when it has one."""
-        entry = spec(check)
-        result = entry.run(self, w)
-        if entry.hint is not None:
-            result.hint = entry.hint(self, w, result)
+    def _run(self, w: ShardWork, name: str) -> CheckResult:
+        """One contract on one shard: its Spec's ``run``, and its hint when it has one."""
+        declared = spec(name)
+        result = declared.run(self, w)
+        if declared.hint is not None:
+            result.hint = declared.hint(self, w, result)
         return result
 
     @staticmethod

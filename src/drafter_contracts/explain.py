@@ -25,16 +25,16 @@ def _labels(ids: np.ndarray, oracle: Any, max_len: int) -> Labels | None:
     return oracle.label_row(ids, max_len)
 
 
-def offending_tokens(check: str, ids: np.ndarray, mask: np.ndarray | None, labels: Labels | None,
+def offending_tokens(name: str, ids: np.ndarray, mask: np.ndarray | None, labels: Labels | None,
                      contract: Contract, newline_lead: np.ndarray | None = None,
                      facts: "MaskFacts | None" = None) -> np.ndarray | None:
-    """Every token of one row that breaks a contract, by its registry entry's ``offending``
+    """Every token of one row that breaks a contract, by its Spec's ``offending``
     (None: the contract names one token only, the violation's position)."""
-    entry = registry.spec(check)
-    if entry is None or entry.offending is None or labels is None or mask is None or len(mask) != len(ids):
+    declared = registry.spec(name)
+    if declared is None or declared.offending is None or labels is None or mask is None or len(mask) != len(ids):
         return None
     facts = facts if facts is not None else MaskFacts(ids, newline_lead)
-    return entry.offending(ids, mask, labels, contract, facts)
+    return declared.offending(ids, mask, labels, contract, facts)
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def explain_violation(result: CheckResult, violation: Violation, engine) -> RowE
     return explain_row(result.check, violation.row, violation.position, violation.reason, engine)
 
 
-def explain_row(check: str, row: int, position: int, reason: str, engine) -> RowExplanation:
+def explain_row(name: str, row: int, position: int, reason: str, engine) -> RowExplanation:
     """The explanation of one row for one contract; the terminal and report.html both draw it."""
     ids, mask, seq_len = engine.row(row)
     if mask is not None and len(mask) == len(ids) and seq_len == len(ids):
@@ -72,11 +72,11 @@ def explain_row(check: str, row: int, position: int, reason: str, engine) -> Row
     labels = _labels(ids, engine.oracle, engine.contract.max_len)
     newline_lead = engine.vocab.newline_lead if engine.vocab is not None else None
     facts = engine.oracle.mask_facts(ids) if engine.oracle is not None else None
-    off = offending_tokens(check, ids, mask, labels, engine.contract, newline_lead, facts)
-    entry = registry.spec(check)
-    shown_at = entry.whole_row_at if position < 0 and entry is not None else position
+    off = offending_tokens(name, ids, mask, labels, engine.contract, newline_lead, facts)
+    declared = registry.spec(name)
+    shown_at = declared.whole_row_at if position < 0 and declared is not None else position
     roles = labels.role if labels is not None else None
-    return RowExplanation(check, row, position, reason, sizes,
+    return RowExplanation(name, row, position, reason, sizes,
                           window(ids, mask, roles, shown_at, engine.vocab, off), len(ids))
 
 
@@ -92,8 +92,8 @@ def format_failure(result: CheckResult, engine) -> str:
     lines.append(f"  first rows: {shown}{more}")
     if result.hint:
         lines.append("  " + result.hint)
-    entry = registry.spec(result.check)
-    if entry is not None and not entry.decodable:  # the row's tokens are fine (hidden states): say what is wrong
+    declared = registry.spec(result.check)
+    if declared is not None and not declared.decodable:  # the row's tokens are fine (hidden states): say what is wrong
         lines.extend(f"  row {v.row}{f' (position {v.position:,})' if v.position >= 0 else ''}: {v.reason}"
                      for v in result.examples[:MAX_EXCERPTS])
         return "\n".join(lines)

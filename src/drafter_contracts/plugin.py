@@ -175,8 +175,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     # has no test in this run: left out, like its verdicts, not skipped (Engine.runs).
     suite = SUITE_DIR.resolve()
     def runs(item: pytest.Item) -> bool:
-        entry = registry.spec(getattr(item, "originalname", item.name).removeprefix("test_"))
-        return suite not in item.path.resolve().parents or entry is None or engine.runs(entry.name)
+        declared = registry.spec(getattr(item, "originalname", item.name).removeprefix("test_"))
+        return suite not in item.path.resolve().parents or declared is None or engine.runs(declared.name)
 
     items[:] = [item for item in items if runs(item)]
     # Dataset-level tests first (drift loads the tokenizer: start it early), then shards in order.

@@ -62,7 +62,7 @@ class ShardReport:
     unread: str | None = None  # why the worker did not read the shard (damaged buffers, files changed)
 
 
-def row_result(check: str, scope: str, rows_checked: int, rows: np.ndarray, positions: np.ndarray,
+def row_result(name: str, scope: str, rows_checked: int, rows: np.ndarray, positions: np.ndarray,
                reasons: np.ndarray, reason_text: dict[int, str], row_offset: int) -> CheckResult:
     """Build a CheckResult from per-row arrays (shard-local rows, one entry per violating row)."""
     order = np.argsort(rows, kind="stable")
@@ -71,7 +71,7 @@ def row_result(check: str, scope: str, rows_checked: int, rows: np.ndarray, posi
     by_reason = {reason_text[int(c)]: int(k) for c, k in zip(codes, counts)}
     examples = [Violation(int(r) + row_offset, int(p), reason_text[int(c)])
                 for r, p, c in zip(rows[:MAX_EXAMPLES], positions[:MAX_EXAMPLES], reasons[:MAX_EXAMPLES])]
-    return CheckResult(check, scope, rows_checked, int(len(rows)), by_reason, examples,
+    return CheckResult(name, scope, rows_checked, int(len(rows)), by_reason, examples,
                        by_code={int(c): int(k) for c, k in zip(codes, counts)})
 
 
@@ -85,7 +85,7 @@ def ordered_reasons(by_reason: dict[str, int], severity: dict[str, int] | None =
     return sorted(by_reason.items(), key=lambda kv: (rank.get(kv[0], UNRANKED), -kv[1], kv[0]))
 
 
-def multi_reason_result(check: str, scope: str, rows_checked: int, hit_rows: np.ndarray, hit_positions: np.ndarray,
+def multi_reason_result(name: str, scope: str, rows_checked: int, hit_rows: np.ndarray, hit_positions: np.ndarray,
                         hit_codes: np.ndarray, reason_text: dict[int, str], rank: dict[int, int],
                         row_offset: int) -> CheckResult:
     """A CheckResult from every offending token (shard-local row, position in it, reason code each).
@@ -96,7 +96,7 @@ def multi_reason_result(check: str, scope: str, rows_checked: int, hit_rows: np.
     listed most severe first.
     """
     if not len(hit_rows):
-        return CheckResult(check, scope, rows_checked)
+        return CheckResult(name, scope, rows_checked)
     codes = hit_codes.astype(np.int64)
     ranks = np.array([rank.get(int(c), UNRANKED) for c in range(int(codes.max()) + 1)], dtype=np.int64)[codes]
     order = np.lexsort((hit_positions, ranks, hit_rows))  # by row, most severe first, earliest first
@@ -119,7 +119,7 @@ def multi_reason_result(check: str, scope: str, rows_checked: int, hit_rows: np.
         others = sorted((x for x in mine if x != c), key=lambda x: (rank.get(x, UNRANKED), x))
         also = f" (also: {'; '.join(reason_text[x] for x in others)})" if others else ""
         examples.append(Violation(r + row_offset, int(positions[first[i]]), reason_text[c] + also))
-    return CheckResult(check, scope, rows_checked, int(len(row_ids)), by_reason, examples, by_code=by_code,
+    return CheckResult(name, scope, rows_checked, int(len(row_ids)), by_reason, examples, by_code=by_code,
                        severity={reason_text[c]: rank.get(c, UNRANKED) for c in by_code})
 
 

@@ -21,9 +21,9 @@ from .results import CheckResult, ShardReport
 from .wire import encode_report
 
 
-def check_dataset(request: pytest.FixtureRequest, engine: Engine, check: str) -> None:
+def check_dataset(request: pytest.FixtureRequest, engine: Engine, name: str) -> None:
     """Body of a dataset-level contract test."""
-    result = engine.dataset_check(check)
+    result = engine.dataset_check(name)
     request.node.user_properties.append((RESULT_KEY, result.to_dict()))
     if result.skipped:
         pytest.skip(result.skipped)
@@ -50,11 +50,11 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
             t0 = time.perf_counter()
             try:
                 result = engine.shard_check(shard, check)
-                entry = registry.spec(check)
-                if entry.partial is not None and engine.skip_reason(check) is None:
-                    report.partials[check] = entry.partial(engine, shard)
-                if entry.shard_figures is not None and stats is not None and engine.skip_reason(check) is None:
-                    figures = entry.shard_figures(engine, shard)
+                declared = registry.spec(check)
+                if declared.partial is not None and engine.skip_reason(check) is None:
+                    report.partials[check] = declared.partial(engine, shard)
+                if declared.shard_figures is not None and stats is not None and engine.skip_reason(check) is None:
+                    figures = declared.shard_figures(engine, shard)
                     if figures is not None:  # mergeable: summed by the reducer, kept in summary.json's shards
                         stats.setdefault("contract_figures", {})[check] = figures
             except Exception as exc:  # a bug of ours on odd data: that contract fails, the others still report
@@ -89,8 +89,8 @@ def _explained(engine: Engine, result: CheckResult) -> dict:
     The controller keeps the excerpts of the rows its reports show (the lowest rows of a contract
     that fails or warns: among every shard's lowest)."""
     out = result.to_dict()
-    entry = registry.spec(result.check)
-    if result.skipped or not result.examples or entry is None or not entry.decodable:
+    declared = registry.spec(result.check)
+    if result.skipped or not result.examples or declared is None or not declared.decodable:
         return out
     for ex in sorted(out["examples"], key=lambda e: e["row"])[:MAX_DECODED]:
         try:

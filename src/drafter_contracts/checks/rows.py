@@ -11,13 +11,13 @@ from .registry import IDS, MASK, RAW, TOKENIZER, Scope, Spec, register
 from .view import RowView, problem_rows
 
 
-def _whole_rows(check: str, a: ShardArrays, flags: dict[int, tuple[np.ndarray, str]]) -> CheckResult:
+def _whole_rows(name: str, a: ShardArrays, flags: dict[int, tuple[np.ndarray, str]]) -> CheckResult:
     """Result for row-level defects: ``flags`` maps a reason code to (bool per row, text)."""
     codes = np.zeros(a.shard.rows, dtype=np.int8)
     for code in sorted(flags, reverse=True):  # the lowest code wins when a row has several
         codes[flags[code][0]] = code
     rows = np.flatnonzero(codes)
-    return row_result(check, a.shard.id, a.shard.rows, rows, np.full(len(rows), -1), codes[rows],
+    return row_result(name, a.shard.id, a.shard.rows, rows, np.full(len(rows), -1), codes[rows],
                       {c: t for c, (_, t) in flags.items()}, a.shard.start)
 
 

@@ -16,9 +16,9 @@ from ..explain import explain_row
 MAX_DECODED = 3
 
 
-def decoded_example(engine: Any, row: int, position: int, check: str, reason: str = "") -> dict[str, Any]:
+def decoded_example(engine: Any, row: int, position: int, name: str, reason: str = "") -> dict[str, Any]:
     """Read one row (a one-row shard read), label it, and cut its excerpt."""
-    ex = explain_row(check, row, position, reason, engine)
+    ex = explain_row(name, row, position, reason, engine)
     segs = ex.window.segments
     start, stop = (segs[0].start, segs[-1].end) if segs else (0, 0)
     return {"start": start, "stop": stop, "length": ex.length, "segments": [s.to_dict() for s in segs],

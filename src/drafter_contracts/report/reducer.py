@@ -80,12 +80,12 @@ class Reducer:
         """Kept by shard, or folded into the contract's running state (``Spec.fold``; a re-run shard once)."""
         from ..checks.registry import spec
 
-        entry = spec(name)
-        if entry is None or entry.fold is None:
+        declared = spec(name)
+        if declared is None or declared.fold is None:
             self.partials.setdefault(name, {})[shard] = value
         elif shard not in self._folded_shards.setdefault(name, set()):
             self._folded_shards[name].add(shard)
-            self.folded[name] = entry.fold(self.folded.get(name), value)
+            self.folded[name] = declared.fold(self.folded.get(name), value)
 
     def add_result(self, result: dict[str, Any], outcome: str, skip_reason: str | None = None,
                    duration: float = 0.0, details: list[str] | None = None) -> None:
