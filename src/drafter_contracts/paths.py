@@ -14,15 +14,16 @@ import hashlib
 import os
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable, Self
 
-__all__ = ["JsonCache", "atomic_write_bytes", "atomic_write_text", "build_lock", "cache_root", "cached_build"]
+__all__ = ["ArrayCache", "JsonCache", "KeyedCache", "atomic_write_bytes", "atomic_write_text", "build_lock", "cache_root", "cached_build"]
 
 
 def cache_root() -> Path:
@@ -108,34 +109,37 @@ def cached_build(target: Path, marker: str, build: Callable[[Path], object]) -> 
 
 
 @dataclass(frozen=True)
-class JsonCache:
-    """One JSON document the runtime may recompute: a learnt profile, a verified choice, encoded texts.
+class KeyedCache:
+    """One document the runtime may recompute: a learnt profile, a verified choice, a tokenizer's tables.
 
     Its name is a digest of everything the document depends on - the tokenizer's fingerprint and
     chat template, the request, and the bytes of the code that computes it - so a new tokenizer,
     template or code version finds no stale entry. An unreadable entry is a miss and an unwritable
-    cache costs time, never correctness.
+    cache costs time, never correctness. The subclasses say how a document is stored.
     """
 
     path: Path
+    suffix: ClassVar[str] = ""
+    #: What a damaged or foreign entry raises when read (a miss).
+    damaged: ClassVar[tuple[type[Exception], ...]] = (OSError, ValueError, KeyError)
 
     @classmethod
-    def keyed(cls, folder: str, kind: str, parts: Iterable[str], code: Iterable[Path] = ()) -> "JsonCache":
+    def keyed(cls, folder: str, kind: str, parts: Iterable[str], code: Iterable[Path] = ()) -> "Self":
         h = hashlib.sha256()
         for part in parts:
             h.update(part.encode("utf-8") + b"\0")
         h.update(_code_digest(tuple(code)))
-        return cls(cache_root() / folder / f"{kind}-{h.hexdigest()[:24]}.json")
+        return cls(cache_root() / folder / f"{kind}-{h.hexdigest()[:24]}{cls.suffix}")
 
     def read(self) -> Any | None:
         try:
-            return json.loads(self.path.read_text("utf-8"))
-        except (OSError, ValueError):
+            return self._load()
+        except self.damaged:
             return None
 
     def write(self, doc: Any) -> None:
         try:
-            atomic_write_text(self.path, json.dumps(doc))
+            atomic_write_bytes(self.path, self._dump(doc))
         except OSError:
             pass
 
@@ -146,6 +150,46 @@ class JsonCache:
             doc = compute()
             self.write(doc)
         return doc
+
+    def _load(self) -> Any:
+        raise NotImplementedError
+
+    def _dump(self, doc: Any) -> bytes:
+        raise NotImplementedError
+
+
+class JsonCache(KeyedCache):
+    """A JSON document (profiles, verified choices, encoded texts)."""
+
+    suffix = ".json"
+
+    def _load(self) -> Any:
+        return json.loads(self.path.read_text("utf-8"))
+
+    def _dump(self, doc: Any) -> bytes:
+        return json.dumps(doc).encode("utf-8")
+
+
+class ArrayCache(KeyedCache):
+    """Named numpy arrays in one ``.npz`` (a tokenizer's tables), read whole: no pickles."""
+
+    suffix = ".npz"
+    damaged = (*KeyedCache.damaged, EOFError, zipfile.BadZipFile)  # empty or truncated archives
+
+    def _load(self) -> dict[str, Any]:
+        import numpy as np
+
+        with np.load(self.path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+
+    def _dump(self, doc: dict[str, Any]) -> bytes:
+        import io
+
+        import numpy as np
+
+        buf = io.BytesIO()
+        np.savez(buf, **doc)
+        return buf.getvalue()
 
 
 @lru_cache(maxsize=None)

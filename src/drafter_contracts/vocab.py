@@ -7,7 +7,6 @@ Loaded once per process and cached: pytest-xdist workers each hold one copy
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -16,9 +15,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import UsageProblem
-from .paths import atomic_write_bytes
+from .paths import ArrayCache
 from .tokenizer_source import BUILTIN_PREFIX, resolve_tokenizer
-TABLES_VERSION = 3
 
 
 class Vocabulary:
@@ -165,19 +163,14 @@ class Vocabulary:
 
     def save_tables(self) -> None:
         """Cache the derived tables for the next process (atomic; errors only cost speed)."""
-        target = _tables_path(self.fingerprint)
-        if self._from_cache and target.is_file() and not self._grown:
+        cache = _tables_cache(self.fingerprint)
+        if self._from_cache and cache.path.is_file() and not self._grown:
             return
-        try:
-            buf = io.BytesIO()
-            table = self.token_bytes
-            extra = {} if table is None else {"token_bytes": np.frombuffer(table[0], np.uint8),
-                                              "token_offsets": table[1]}
-            np.savez(buf, known=self.known, newline_lead=self.newline_lead, added=np.array(sorted(self.added_ids), np.int64),
-                     lookups=np.array(json.dumps(self._lookups)), **extra)
-            atomic_write_bytes(target, buf.getvalue())
-        except OSError:
-            pass
+        table = self.token_bytes
+        extra = {} if table is None else {"token_bytes": np.frombuffer(table[0], np.uint8), "token_offsets": table[1]}
+        cache.write({"known": self.known, "newline_lead": self.newline_lead,
+                     "added": np.array(sorted(self.added_ids), np.int64),
+                     "lookups": np.array(json.dumps(self._lookups)), **extra})
 
     def _decode_run(self, run: list[int]) -> str:
         table = self.token_bytes
@@ -203,19 +196,18 @@ class Vocabulary:
         return "".join(out)
 
 
-def _tables_path(fingerprint: str) -> Path:
-    from .paths import cache_root
-
-    return cache_root() / "vocab" / f"{fingerprint}-v{TABLES_VERSION}.npz"
+def _tables_cache(fingerprint: str) -> ArrayCache:
+    """The derived tables of one tokenizer file, keyed by its content hash and this module's code."""
+    return ArrayCache.keyed("vocab", "tables", (fingerprint,), code=(Path(__file__),))
 
 
 def _cached_tables(fingerprint: str) -> dict[str, Any] | None:
+    z = _tables_cache(fingerprint).read()
     try:
-        with np.load(_tables_path(fingerprint)) as z:
-            table = (z["token_bytes"].tobytes(), z["token_offsets"]) if "token_bytes" in z.files else None
-            return {"known": z["known"], "newline_lead": z["newline_lead"], "added": z["added"],
-                    "lookups": json.loads(str(z["lookups"])), "token_bytes": table}
-    except (OSError, ValueError, KeyError):
+        table = (z["token_bytes"].tobytes(), z["token_offsets"]) if "token_bytes" in z else None
+        return {"known": z["known"], "newline_lead": z["newline_lead"], "added": z["added"],
+                "lookups": json.loads(str(z["lookups"])), "token_bytes": table}
+    except (TypeError, KeyError, ValueError):  # no entry (None), or one written by other code
         return None
 
 
