@@ -79,15 +79,17 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{init,demo,merge-reports}")
     init = sub.add_parser("init", help="write a contract pinned to a known-good dataset (read once)",
-                          description="Read a known-good dataset once and write a contract file pinned to it: row count "
-                                      "with a tolerance, Arrow types, length bounds, tokenizer and template profile, "
-                                      "each key commented. Exit status: 0 written, 1 the dataset has defective rows, "
-                                      "4 usage error.")
+                          description="Read a known-good dataset once and write a contract file pinned to it: "
+                                      "row count with a tolerance, Arrow types, length bounds, tokenizer and template "
+                                      "profile, each key commented. Exit status: 0 written, 1 the dataset has "
+                                      "defective rows, 4 usage error.")
     init.add_argument("dataset", metavar="DIR", help="folder written by datasets.save_to_disk (read-only)")
     init.add_argument("--tokenizer", metavar="DIR_OR_NAME", help="the tokenizer that produced the dataset "
                       "(folder with tokenizer.json, a model name in the local cache, or builtin:qwen3.6)")
-    init.add_argument("-o", "--output", default="contract.toml", metavar="FILE", help="contract file to write (default contract.toml)")
-    init.add_argument("--count-tolerance", default="1%", metavar="N|P%", help="row-count tolerance to pin (default 1%%)")
+    init.add_argument("-o", "--output", default="contract.toml", metavar="FILE",
+                      help="contract file to write (default contract.toml)")
+    init.add_argument("--count-tolerance", default="1%", metavar="N|P%",
+                      help="row-count tolerance to pin (default 1%%)")
     init.add_argument("--max-len", type=int, metavar="N", help="the truncation cap (default: the longest row observed)")
     init.add_argument("--name", help="contract name (default: the dataset folder's name)")
     init.add_argument("--dataset-split", metavar="NAME", help="split to read when DIR is a saved DatasetDict")

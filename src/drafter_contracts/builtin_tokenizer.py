@@ -77,7 +77,8 @@ def qwen36_bpe_file() -> Path:
         out.mkdir(parents=True, exist_ok=True)
         backend.save(str(out / "tokenizer.json"))
 
-    return cached_build(cache_root() / "tokenizers" / f"qwen3.6-bpe-v{BPE_VERSION}", "tokenizer.json", convert) / "tokenizer.json"
+    return (cached_build(cache_root() / "tokenizers" / f"qwen3.6-bpe-v{BPE_VERSION}", "tokenizer.json", convert)
+            / "tokenizer.json")
 
 
 def build_tokenizer(out_dir: Path, special_tokens: tuple[str, ...], chat_template: str, *, bos: str | None,

@@ -143,8 +143,8 @@ class Coverage:
             more = f"; … {len(by_reason) - 10} more reasons" if len(by_reason) > 10 else ""
             lost = [u["shard"] for u in missing if u["index"] not in self.arrived]
             again = f"; re-run the lost shards (one alone: -k {lost[0].split('[')[0]})" if lost else ""
-            message = (f"{len(missing)} of {len(expected)} shards ({rows_missing:,} of {rows_expected:,} rows) were not "
-                       f"checked: {parts}{more}. Every per-row contract is incomplete{again}")
+            message = (f"{len(missing)} of {len(expected)} shards ({rows_missing:,} of {rows_expected:,} rows) were "
+                       f"not checked: {parts}{more}. Every per-row contract is incomplete{again}")
         if silent:
             tests = "; ".join(f"{u['test'].rsplit('::', 1)[-1]}: {u['reason']}" for u in silent)
             message = (message + ". " if message else "") + (
@@ -165,7 +165,8 @@ def unchanged_result(before: dict[str, Any], after: dict[str, Any], num_rows: in
 
 def _unchanged(run) -> CheckResult:
     e = run.engine
-    return unchanged_result(e.files_at_start, file_state(e.dataset.path, e.dataset.files), sum(s.rows for s in e.shards))
+    return unchanged_result(e.files_at_start, file_state(e.dataset.path, e.dataset.files),
+                            sum(s.rows for s in e.shards))
 
 
 register(Spec(SHARDS_CHECK, Scope.WHOLE, "every shard collected to run sent checked results", needs=frozenset(),

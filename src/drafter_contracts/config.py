@@ -27,7 +27,8 @@ KNOWN_TYPES = frozenset(
 #: Template families a contract may declare: the built-in span profiles (spans/builtin.py) and "auto".
 #: What ``--dataset-path`` runs without ``--contract``: a contract that fits any well-formed dataset.
 BUILTIN_CONTRACT = "generic"
-#: The named example contract of the worked example (a Qwen3.6-27B dataset) (and what ``--masker`` reads its policy from).
+#: The named example contract of the worked example (a Qwen3.6-27B dataset) (and what ``--masker``
+#: reads its policy from).
 EXAMPLE_CONTRACT = "qwen3.6-dflash"
 
 
@@ -52,14 +53,16 @@ class Tolerance:
     @classmethod
     def parse(cls, raw: object, where: str) -> "Tolerance":
         if isinstance(raw, bool):
-            raise UsageProblem(f"{where}: count_tolerance must be a number of rows or a percentage like '0.5%', got {raw!r}")
+            raise UsageProblem(f"{where}: count_tolerance must be a number of rows or a percentage like '0.5%', "
+                               f"got {raw!r}")
         if isinstance(raw, (int, float)) and raw >= 0:
             return cls(float(raw), False)
         if isinstance(raw, str):
             m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", raw)
             if m:
                 return cls(float(m.group(1)), bool(m.group(2)))
-        raise UsageProblem(f"{where}: count_tolerance must be a number of rows or a percentage like '0.5%', got {raw!r}")
+        raise UsageProblem(f"{where}: count_tolerance must be a number of rows or a percentage like '0.5%', "
+                           f"got {raw!r}")
 
     def rows(self, expected: int) -> int:
         """The tolerance in rows for an expected count (percentages round down)."""
@@ -94,7 +97,8 @@ class MaskPolicy:
     header: bool = False  # header tokens of an assistant turn (a training template may tag them as generated)
     boundary_tokens: str = "allow"  # "allow" | "strict"
     turns: str = "all"  # "all" | "last": only the row's last assistant turn may be supervised
-    completeness: str = "off"  # "off" | "all" | "last": allowed tokens of every / the last assistant turn must be supervised
+    #: "off" | "all" | "last": allowed tokens of every / the last assistant turn must be supervised
+    completeness: str = "off"
     #: "context" when the generation prompt already holds the reasoning opener (``<think>`` and its
     #: newline), so a per-turn producer leaves them unsupervised. ``prompt_context`` covers the general
     #: case: the whole generation prompt as context.
@@ -170,8 +174,8 @@ def parse_mask_overrides(items: list[str] | None) -> dict[str, Any]:
         else:
             allowed = MaskPolicy.CHOICES[key]
             if raw not in allowed:
-                raise UsageProblem(f"--mask-policy {item!r}: {key} must be one of {', '.join(repr(a) for a in allowed)}, "
-                                   f"got {raw!r}{did_you_mean(raw, allowed)}")
+                raise UsageProblem(f"--mask-policy {item!r}: {key} must be one of "
+                                   f"{', '.join(repr(a) for a in allowed)}, got {raw!r}{did_you_mean(raw, allowed)}")
             out[key] = raw
     return out
 
@@ -356,9 +360,11 @@ def resolve_contract_path(raw: str | None) -> Path:
     if raw == AUTO_CONTRACT:  # the generic contract infers the producer's convention from the data
         return builtins[BUILTIN_CONTRACT]
     if path.exists():
-        raise UsageProblem(f"--contract {raw}: not a file; pass a contract .toml file or one of: {', '.join(sorted(builtins))}")
+        raise UsageProblem(f"--contract {raw}: not a file; pass a contract .toml file or one of: "
+                           f"{', '.join(sorted(builtins))}")
     raise UsageProblem(f"--contract {raw}: no such file{did_you_mean(raw, builtins)}; pass a contract .toml file "
-                       f"(write one with 'drafter-contracts init DATASET') or one of: {', '.join(sorted([*builtins, AUTO_CONTRACT]))}")
+                       "(write one with 'drafter-contracts init DATASET') or one of: "
+                       f"{', '.join(sorted([*builtins, AUTO_CONTRACT]))}")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -381,7 +387,8 @@ def _flatten(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
         if table == "schema" or table in tables():  # _columns and the owning family's parse_table read those
             continue
         if table not in _SCHEMA:
-            raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, allowed)}; allowed: {', '.join(allowed)}")
+            raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, allowed)}; "
+                               f"allowed: {', '.join(allowed)}")
         if not isinstance(body, dict):
             raise UsageProblem(f"{where}: '{table}' must be a table ([{table}]), got {type(body).__name__}")
         for key, value in body.items():
@@ -389,7 +396,8 @@ def _flatten(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
                 elsewhere = [t for t, keys in _SCHEMA.items() if key in keys and t != table]
                 hint = (f" (it belongs in [{elsewhere[0]}])" if elsewhere else _RETIRED.get((table, key))
                         or did_you_mean(key, _SCHEMA[table]))
-                raise UsageProblem(f"{where}: unknown key '{key}' in [{table}]{hint}; allowed: {', '.join(_SCHEMA[table])}")
+                raise UsageProblem(f"{where}: unknown key '{key}' in [{table}]{hint}; "
+                                   f"allowed: {', '.join(_SCHEMA[table])}")
             types, attr = _SCHEMA[table][key]
             if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
                 want = " or ".join(t.__name__ for t in types)
@@ -405,12 +413,14 @@ def _columns(doc: Mapping[str, Any], where: str) -> dict[str, str | tuple[str, .
     """``[schema]``: column = "arrow type", or a list of accepted types (``["list<int32>", "list<int64>"]``)."""
     schema = doc.get("schema")
     if not isinstance(schema, dict) or not schema:
-        raise UsageProblem(f"{where}: missing required table [schema] (column = \"arrow type\", e.g. input_ids = \"list<int32>\")")
+        raise UsageProblem(f"{where}: missing required table [schema] "
+                           "(column = \"arrow type\", e.g. input_ids = \"list<int32>\")")
     out: dict[str, str | tuple[str, ...]] = {}
     for col, typ in schema.items():
         types = typ if isinstance(typ, list) else [typ]
         if not types:
-            raise UsageProblem(f"{where}: [schema] {col} is an empty list; give one Arrow type or a list of accepted ones")
+            raise UsageProblem(f"{where}: [schema] {col} is an empty list; "
+                               "give one Arrow type or a list of accepted ones")
         for t in types:
             if not isinstance(t, str) or t not in KNOWN_TYPES:
                 raise UsageProblem(f"{where}: [schema] {col}: {t!r} is not an Arrow type this tool knows"
@@ -442,7 +452,8 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
     if "placeholder_replies" in content_kwargs:
         replies = content_kwargs["placeholder_replies"]
         if not all(isinstance(r, str) and r.strip() for r in replies):
-            raise UsageProblem(f"{where}: [content] placeholder_replies must be a list of non-empty strings, got {replies!r}")
+            raise UsageProblem(f"{where}: [content] placeholder_replies must be a list of non-empty strings, "
+                               f"got {replies!r}")
         content_kwargs["placeholder_replies"] = tuple(replies)
     flat["content"] = ContentPolicy(**content_kwargs)
     flat["drift"] = DriftPolicy(**drift_kwargs)
@@ -532,7 +543,8 @@ def _check_values(c: Contract, where: str) -> None:
     if c.content.block_size < 1:
         raise UsageProblem(f"{where}: [content] block_size must be >= 1, got {c.content.block_size}")
     if c.drift.sample_rows < 0:
-        raise UsageProblem(f"{where}: [drift] sample_rows must be >= 0 (0 turns the drift check off), got {c.drift.sample_rows}")
+        raise UsageProblem(f"{where}: [drift] sample_rows must be >= 0 (0 turns the drift check off), "
+                           f"got {c.drift.sample_rows}")
     if c.drift.sample_tokens < 1:
         raise UsageProblem(f"{where}: [drift] sample_tokens must be >= 1 (sample_rows = 0 turns the drift check off), "
                            f"got {c.drift.sample_tokens}")

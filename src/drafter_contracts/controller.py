@@ -89,7 +89,8 @@ class ContractRun:
             elif own.get(RESULT_KEY) is not None:
                 self._record(own[RESULT_KEY], report.outcome, reason, float(getattr(report, "duration", 0.0) or 0.0),
                              own.get(DETAILS_KEY))
-            if self._module_prefix is None and "::" in report.nodeid and (RESULT_KEY in own or shard_report is not None):
+            if (self._module_prefix is None and "::" in report.nodeid
+                    and (RESULT_KEY in own or shard_report is not None)):
                 self._module_prefix = report.nodeid.split("::", 1)[0]  # the suite's module, not a user's test
         # Results and stats are for summary.json; keep them out of junit.xml properties.
         ours = (RESULT_KEY, REPORT_KEY, DETAILS_KEY)
@@ -105,7 +106,8 @@ class ContractRun:
         name = f"test_{result.check}"
         nodeid = f"{self._module_prefix or 'drafter-contracts'}::{name}"
         location = (self._module_prefix or "drafter-contracts", None, name)
-        props = [(RESULT_KEY, {**result.to_dict(), **({"figures": figures} if figures else {})}), (DETAILS_KEY, details)]
+        props = [(RESULT_KEY, {**result.to_dict(), **({"figures": figures} if figures else {})}),
+                 (DETAILS_KEY, details)]
         if result.skipped:
             outcome, longrepr = "skipped", (location[0], 0, f"Skipped: {result.skipped}")
         elif result.ok or (result.report_only and not result.message):
@@ -280,8 +282,9 @@ class ContractRun:
         checks = self.summary["checks"]
         count = lambda v: sum(c["verdict"] == v for c in checks.values())  # noqa: E731
         rest = ", ".join(f"{n} {w}" for n, w in ((count("warn"), "warn"), (count("skip"), "skipped")) if n)
-        return (f"drafter-contracts: {count('fail')} of {len(checks)} contracts violated on {self.summary['figures']['rows']:,} "
-                f"rows{worst_reason(checks)}{'; ' + rest if rest else ''} (exit {code})")
+        return (f"drafter-contracts: {count('fail')} of {len(checks)} contracts violated on "
+                f"{self.summary['figures']['rows']:,} rows{worst_reason(checks)}{'; ' + rest if rest else ''} "
+                f"(exit {code})")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:
@@ -295,8 +298,8 @@ class ContractRun:
             terminalreporter.line(f"report: {path}")
         split = self.summary.get("split", {})
         if split.get("n", 1) > 1:
-            terminalreporter.line(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} shards, "
-                                  f"{self.summary['figures']['rows']:,} rows; join all parts with "
+            terminalreporter.line(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} "
+                                  f"shards, {self.summary['figures']['rows']:,} rows; join all parts with "
                                   "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")
 
 

@@ -182,7 +182,8 @@ def _offsets(arr: pa.Array) -> np.ndarray:
     dtype = np.int64 if pa.types.is_large_list(arr.type) else np.int32
     if arr.buffers()[1] is None:
         return np.zeros(len(arr) + 1, dtype=dtype)
-    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr) + 1, offset=arr.offset * np.dtype(dtype).itemsize)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr) + 1,
+                         offset=arr.offset * np.dtype(dtype).itemsize)
 
 
 def _chunk_column(arr: pa.Array) -> ListColumn:
@@ -254,7 +255,8 @@ class SavedDataset:
                 except pa.ArrowInvalid:
                     tables.append(pa.ipc.open_file(source).read_all())
             except (pa.ArrowInvalid, OSError) as exc:
-                raise UsageProblem(f"{f}: not a readable Arrow file ({exc}); re-save the dataset with datasets.save_to_disk") from None
+                raise UsageProblem(f"{f}: not a readable Arrow file ({exc}); re-save the dataset with "
+                                   "datasets.save_to_disk") from None
             if mm is not None and hasattr(mmap, "MADV_DONTNEED"):
                 # Reading a stream's batches touches every page of the file (pyarrow 26): hand them
                 # back at once, or each worker's RSS peaks at the whole dataset before its first shard.
@@ -284,7 +286,8 @@ class SavedDataset:
         first = tables[0].schema
         for f, t in zip(self.files[1:], tables[1:]):
             if not t.schema.equals(first):
-                raise UsageProblem(f"{f}: its schema differs from {self.files[0].name}; the directory mixes two datasets")
+                raise UsageProblem(f"{f}: its schema differs from {self.files[0].name}; "
+                                   "the directory mixes two datasets")
         return pa.concat_tables(tables)
 
     def _empty_table(self) -> pa.Table:
@@ -375,11 +378,13 @@ def _arrow_files(folder: Path) -> list[Path]:
         doc = json.loads(state.read_text("utf-8"))
         names = [entry["filename"] for entry in doc["_data_files"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageProblem(f"{state}: unreadable ({exc}); the directory was not written by datasets.save_to_disk") from None
+        raise UsageProblem(f"{state}: unreadable ({exc}); the directory was not written by "
+                           "datasets.save_to_disk") from None
     files = [folder / n for n in names]
     missing = [f.name for f in files if not f.is_file()]
     if missing:
-        raise UsageProblem(f"{folder}: state.json lists {', '.join(missing)} but the file is missing; copy the whole dataset directory")
+        raise UsageProblem(f"{folder}: state.json lists {', '.join(missing)} but the file is missing; "
+                           "copy the whole dataset directory")
     return files
 
 
@@ -387,7 +392,8 @@ def open_dataset(path: str | Path, split: str | None = None) -> SavedDataset:
     """Open a saved Dataset (or one split of a saved DatasetDict) with clear errors for anything else."""
     p = Path(path).expanduser()
     if not p.exists():
-        raise UsageProblem(f"--dataset-path {path}: no such file or directory; pass the folder written by datasets.save_to_disk")
+        raise UsageProblem(f"--dataset-path {path}: no such file or directory; "
+                           "pass the folder written by datasets.save_to_disk")
     if p.is_file():
         kind = p.suffix.lower() if p.suffix.lower() in _DATA_SUFFIXES else "a file"
         raise UsageProblem(f"--dataset-path {path}: is {kind} file, not a folder written by datasets.save_to_disk; "
@@ -399,15 +405,18 @@ def open_dataset(path: str | Path, split: str | None = None) -> SavedDataset:
         except (OSError, ValueError, KeyError, TypeError):
             splits = sorted(d.name for d in p.iterdir() if (d / "state.json").is_file())
         if split is None:
-            raise UsageProblem(f"--dataset-path {path}: is a DatasetDict with splits {', '.join(splits)}; choose one with --dataset-split NAME")
+            raise UsageProblem(f"--dataset-path {path}: is a DatasetDict with splits {', '.join(splits)}; "
+                               "choose one with --dataset-split NAME")
         if split not in splits:
             raise UsageProblem(f"--dataset-split {split}: not in {path}; its splits are {', '.join(splits)}")
         return SavedDataset(p / split, _arrow_files(p / split), split)
     if split is not None:
-        raise UsageProblem(f"--dataset-split {split}: {path} is a single Dataset, not a DatasetDict; drop --dataset-split")
+        raise UsageProblem(f"--dataset-split {split}: {path} is a single Dataset, not a DatasetDict; "
+                           "drop --dataset-split")
     if not (p / "state.json").is_file():
         hint = ""
         if any(f.suffix in (".parquet", ".jsonl", ".json") for f in p.iterdir() if f.is_file()):
             hint = " (it holds parquet/json files: load them with datasets and call .save_to_disk(DIR))"
-        raise UsageProblem(f"--dataset-path {path}: not a saved dataset, no state.json{hint}; pass the folder written by datasets.save_to_disk")
+        raise UsageProblem(f"--dataset-path {path}: not a saved dataset, no state.json{hint}; "
+                           "pass the folder written by datasets.save_to_disk")
     return SavedDataset(p, _arrow_files(p), None)

@@ -131,7 +131,8 @@ class ShardWork:
             # supervised prefix sum (run_counts; tests/test_speed_stats.py keeps the per-token pair count).
             counts, sup = self.role_totals
             out["role_tokens"] = {Role(i).name.lower(): int(c) for i, c in enumerate(counts) if c}
-            # Boundary tokens are rare (~1 K a shard): find them once (the mask checks share them), read the mask only there.
+            # Boundary tokens are rare (~1 K a shard): find them once (the mask checks share them), read the
+            # mask only there.
             at = spans.boundary_positions(labels)
             out["boundary_tokens"] = len(at)
             if mask is not None:
@@ -163,8 +164,8 @@ def token_pass(view: RowView, id_limit: int) -> TokenPass | None:
     sums = np.zeros(len(view.rows), dtype=np.uint64)
     outside = np.zeros(1, dtype=np.int64)
     kernel(np.ascontiguousarray(view.ids), np.ascontiguousarray(view.mask).view(np.uint8),
-           np.ascontiguousarray(view.offsets, dtype=np.int64), np.uint64(content.HASH_BASE), id_limit, prefix, buf, sums,
-           outside)
+           np.ascontiguousarray(view.offsets, dtype=np.int64), np.uint64(content.HASH_BASE), id_limit, prefix, buf,
+           sums, outside)
     view.__dict__["supervised_prefix"] = prefix  # the cached_property's slot: every check reads this one
     return TokenPass(drained(buf), sums, int(outside[0]))
 
@@ -180,7 +181,8 @@ def profile_stats(view: RowView, id_limit: int = 1 << 24, id_counts: dict[str, n
         per_row = view.supervised_per_row
         out["supervised_share_hist"] = share_histogram(per_row, lengths)
         # Counted in the shard's token pass; without one (no dense id range), by numpy.
-        out["supervised_id_counts"] = id_counts if id_counts is not None else sparse_counts(view.ids[view.mask], id_limit)
+        out["supervised_id_counts"] = (id_counts if id_counts is not None
+                                       else sparse_counts(view.ids[view.mask], id_limit))
     return out
 
 
@@ -241,7 +243,8 @@ class Engine:
             return
         self.oracle = replace(self.oracle, prompts=chosen)
         shown = " and ".join(repr(self.vocab.decode(list(p))) for p in chosen)
-        self.contract = replace(self.contract, mask_how=(self.contract.mask_how + "; " if self.contract.mask_how else "")
+        self.contract = replace(self.contract,
+                                mask_how=(self.contract.mask_how + "; " if self.contract.mask_how else "")
                                 + f"generation prompt in use (read off the first rows): {shown}")
 
     def _resolve_convention(self) -> None:
@@ -296,7 +299,8 @@ class Engine:
         if reason is None:
             changed = state_changes(self.files_at_start, file_state(self.dataset.path, self.dataset.files))
             if changed:
-                reason = f"the dataset's files changed during the run: {'; '.join(changed)} (see test_dataset_unchanged)"
+                reason = (f"the dataset's files changed during the run: {'; '.join(changed)} "
+                          "(see test_dataset_unchanged)")
         return reason
 
     @cached_property
@@ -477,8 +481,9 @@ class Engine:
         unknown = int(len(ids) - known[ids[inside]].sum())
         if unknown <= 0.01 * len(ids):
             return None
-        return (f"--tokenizer {self.vocab.name}: {unknown:,} of the first {len(ids):,} ids of the dataset are not its tokens "
-                f"(largest id {int(ids.max()):,}, tokenizer size {self.vocab.size:,}); pass the tokenizer that produced the dataset")
+        return (f"--tokenizer {self.vocab.name}: {unknown:,} of the first {len(ids):,} ids of the dataset are not its "
+                f"tokens (largest id {int(ids.max()):,}, tokenizer size {self.vocab.size:,}); pass the tokenizer that "
+                "produced the dataset")
 
     # --- content, drift, token_freq -------------------------------------------------------------
 
@@ -486,7 +491,8 @@ class Engine:
         """(global row index, 64-bit hash) of the shard's usable rows, for the controller's duplicate search."""
         w = self.work(shard)
         fused = w.token_pass
-        return (w.view.rows + shard.start).astype(np.int64), content.row_hashes(w.view, fused.sums if fused is not None else None)
+        return ((w.view.rows + shard.start).astype(np.int64),
+                content.row_hashes(w.view, fused.sums if fused is not None else None))
 
     def row_keys(self, rows: np.ndarray) -> list[bytes]:
         """Exact contents (ids, then mask) of the given global rows, for comparing duplicate candidates.
@@ -527,5 +533,6 @@ class Engine:
         encoded = content.placeholder_ids(vocab, (*self.contract.content.placeholder_replies, " "))
         if len(encoded[" "]) == 1:
             blank[encoded[" "][0]] = True
-        placeholders = tuple((text, np.array(encoded[text], dtype=np.int64)) for text in self.contract.content.placeholder_replies)
+        placeholders = tuple((text, np.array(encoded[text], dtype=np.int64))
+                             for text in self.contract.content.placeholder_replies)
         return content.ReplyTables(blank, markers, placeholders)

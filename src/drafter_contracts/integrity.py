@@ -269,7 +269,8 @@ def check_metadata(folder: Path, schema: pa.Schema) -> list[Defect]:
         raw = (schema.metadata or {}).get(b"huggingface")
         meta = json.loads(raw) if raw is not None else None
         declared = info_doc.get("features") if isinstance(info_doc, dict) else None
-        inferred = meta["info"].get("features") if isinstance(meta, dict) and isinstance(meta.get("info"), dict) else None
+        inferred = (meta["info"].get("features") if isinstance(meta, dict) and isinstance(meta.get("info"), dict)
+                    else None)
         if isinstance(info_doc, dict) and (declared is None or _plainly_agree(declared, schema)) and (
                 raw is None or (inferred is not None and (declared is None or inferred == declared)
                                 and _plainly_agree(inferred, schema))):
@@ -373,7 +374,8 @@ def shard_buffers_problem(arrays: Any) -> str | None:
         if len(o) != n_rows + 1:
             return f"{name}: {len(o) - 1:,} rows of offsets for {n_rows:,} rows"
         if n_rows and (o[0] != 0 or o[-1] != len(col.values)):
-            return f"{name}: offsets run from {int(o[0]):,} to {int(o[-1]):,}, not from 0 to its {len(col.values):,} values"
+            return (f"{name}: offsets run from {int(o[0]):,} to {int(o[-1]):,}, not from 0 to its "
+                    f"{len(col.values):,} values")
         found = first_bad_offset(o, len(col.values))
         if found is not None:
             return f"{name}, row {found[0]:,} of the shard: {found[1]}"

@@ -96,7 +96,8 @@ def _lib() -> dict[str, Any] | None:
     if path is None:
         return None
     if not path.is_file():
-        raise UsageProblem(f"${KERNELS_ENV}={choice}: no such file; pass a built _kernels library, 'numpy', or unset it")
+        raise UsageProblem(f"${KERNELS_ENV}={choice}: no such file; pass a built _kernels library, 'numpy', "
+                           "or unset it")
     try:
         lib = ctypes.CDLL(str(path))
         version = lib.dc_abi_version()
@@ -147,7 +148,8 @@ def fallback_warning() -> str | None:
 def _ptr(a: np.ndarray, dtypes: tuple[type, ...], name: str, writable: bool = False) -> int:
     """The data pointer of a C-contiguous array of one of ``dtypes`` (bool counts as uint8)."""
     if not isinstance(a, np.ndarray) or a.dtype.type not in dtypes or not a.flags.c_contiguous:
-        got = f"{a.dtype}{'' if a.flags.c_contiguous else ', not contiguous'}" if isinstance(a, np.ndarray) else type(a).__name__
+        got = (f"{a.dtype}{'' if a.flags.c_contiguous else ', not contiguous'}" if isinstance(a, np.ndarray)
+               else type(a).__name__)
         raise TypeError(f"{name}: expected a contiguous {'/'.join(d.__name__ for d in dtypes)} array, got {got}")
     if writable and not a.flags.writeable:
         raise ValueError(f"{name}: the output array is read-only")
@@ -231,9 +233,9 @@ def row_hash_sums(ids: np.ndarray, mask: np.ndarray, has_mask: bool, offsets: np
     if lib is None:
         _ptr(mask, _FLAGS, "mask"), _ptr(offsets, (np.int64,), "offsets"), _ptr(out, (np.uint64,), "out", True)
         return reference.row_hash_sums(ids, mask, has_mask, offsets, r, out)
-    lib[f"row_hash_sums_{kind}"](_ptr(ids, (np.int32, np.int64), "ids"), _ptr(mask, _FLAGS, "mask"), int(bool(has_mask)),
-                                    _ptr(offsets, (np.int64,), "offsets"), len(offsets) - 1, int(r),
-                                    _ptr(out, (np.uint64,), "out", True))
+    lib[f"row_hash_sums_{kind}"](_ptr(ids, (np.int32, np.int64), "ids"), _ptr(mask, _FLAGS, "mask"),
+                                    int(bool(has_mask)), _ptr(offsets, (np.int64,), "offsets"), len(offsets) - 1,
+                                    int(r), _ptr(out, (np.uint64,), "out", True))
 
 
 def token_pass(ids: np.ndarray, mask: np.ndarray, offsets: np.ndarray, r: int, limit: int, prefix: np.ndarray,
@@ -248,7 +250,8 @@ def token_pass(ids: np.ndarray, mask: np.ndarray, offsets: np.ndarray, r: int, l
     n = len(ids)
     _check_offsets(offsets, n)
     if offsets[0] != 0 or offsets[-1] != n or len(mask) != n or len(prefix) != n + 1:
-        raise ValueError("token_pass: offsets must run from 0 to len(ids), with a mask of len(ids) and a prefix of one more")
+        raise ValueError("token_pass: offsets must run from 0 to len(ids), with a mask of len(ids) and a prefix of "
+                         "one more")
     if len(sums) < len(offsets) - 1 or len(counts) < limit or prefix.dtype != counts.dtype or len(outside) != 1:
         raise ValueError("token_pass: sums shorter than the rows, counts shorter than limit, prefix and counts of two "
                          "widths, or not one element for the outside count")
@@ -278,7 +281,8 @@ def reply_lengths(ids: np.ndarray, role: np.ndarray, boundary: np.ndarray, is_pa
     ids, kind = _ids(ids)
     n_turns = len(t_start)
     if len(t_end) != n_turns or len(out) < n_turns or len(is_part) < 256 or not len(blank):
-        raise ValueError("reply_lengths: t_end/out shorter than t_start, is_part under 256 codes, or an empty blank table")
+        raise ValueError("reply_lengths: t_end/out shorter than t_start, is_part under 256 codes, or an empty "
+                         "blank table")
     if n_turns and (t_start.min() < 0 or t_end.max() > min(len(ids), len(role), len(boundary))):
         raise ValueError("reply_lengths: a turn reaches past the ids")
     lib = _lib()

@@ -54,13 +54,15 @@ RUN_KEY = pytest.StashKey[RunOptions]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("drafter-contracts", "data contracts for tokenized drafter datasets")
-    g.addoption("--dataset-path", metavar="DIR", help="folder written by datasets.save_to_disk; runs the contract suite on it")
+    g.addoption("--dataset-path", metavar="DIR",
+                help="folder written by datasets.save_to_disk; runs the contract suite on it")
     g.addoption("--contract", metavar="FILE.toml",
                 help="contract file (write one with 'drafter-contracts init') or built-in name (default: generic)")
     g.addoption("--tokenizer", metavar="DIR_OR_NAME",
                 help="tokenizer folder (holding tokenizer.json), a model name in the local cache, or builtin:qwen3.6")
     g.addoption("--expected-count", metavar="N", help="expected number of rows")
-    g.addoption("--count-tolerance", metavar="N|P%", help="allowed distance from --expected-count: rows or a percentage")
+    g.addoption("--count-tolerance", metavar="N|P%",
+                help="allowed distance from --expected-count: rows or a percentage")
     g.addoption("--min-len", metavar="N", help="smallest allowed seq_len")
     g.addoption("--max-len", metavar="N", help="largest allowed seq_len (the truncation cap)")
     g.addoption("--min-supervised", metavar="N", help="fewest supervised tokens a row may have")
@@ -73,10 +75,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--mask-policy", metavar="KEY=VALUE", action="append",
                 help="override one [mask] policy key of the contract, repeatable "
                      "(e.g. --mask-policy completeness=all --mask-policy end_of_turn=true)")
-    g.addoption("--save-baseline", metavar="FILE", help="write the dataset's profile to FILE (compare later with --baseline)")
+    g.addoption("--save-baseline", metavar="FILE",
+                help="write the dataset's profile to FILE (compare later with --baseline)")
     g.addoption("--baseline", metavar="FILE", help="compare the dataset with a profile saved by --save-baseline; "
                                                    "thresholds from the contract's [baseline] table")
-    g.addoption("--token-freq", metavar="FILE", help="token_freq.pt to check (default: the one beside the dataset, if any)")
+    g.addoption("--token-freq", metavar="FILE",
+                help="token_freq.pt to check (default: the one beside the dataset, if any)")
     g.addoption("--template-profile", metavar="NAME|auto",
                 help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in "
                      "(chatml, phi4, llama3, gemma, mistral, deepseek)")
@@ -84,8 +88,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--split", metavar="K/N", help="check only the K-th of N disjoint shard groups (one machine of N); "
                 "join the N summary.json files with 'drafter-contracts merge-reports'")
     g.addoption("--masker", metavar="hf|speculators|MODULE:FUNCTION",
-                help="run the template -> mask properties against this masker (profile: --hypothesis-profile ci|thorough)")
-    g.addoption("--chat-template", metavar="FILE", help="generation-tagged chat template for --masker=hf and the probe property")
+                help="run the template -> mask properties against this masker "
+                     "(profile: --hypothesis-profile ci|thorough)")
+    g.addoption("--chat-template", metavar="FILE",
+                help="generation-tagged chat template for --masker=hf and the probe property")
     g.addoption("--speculators-path", metavar="DIR",
                 help="pip --target folder holding the speculators to test (default: $DRAFTER_SPECULATORS_PATH)")
     for family in families():  # each contract family's own options
@@ -128,7 +134,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     opts = run_options(config)
     shards = planned_shards(opts)
     env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
-    cpus = int(env) if env.isdigit() else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = (int(env) if env.isdigit() else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1))
     return 0 if shards <= 1 else min(cpus, shards)
 
 
@@ -185,8 +192,8 @@ def parse_values(config: pytest.Config, opts: RunOptions) -> None:
     if opt("split") is not None:
         m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", opt("split"))
         if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-            raise UsageProblem(f"--split {opt('split')}: expected K/N with 1 <= K <= N (run K of N machines, e.g. --split 2/3); "
-                               "to pick a DatasetDict split use --dataset-split NAME")
+            raise UsageProblem(f"--split {opt('split')}: expected K/N with 1 <= K <= N (run K of N machines, "
+                               "e.g. --split 2/3); to pick a DatasetDict split use --dataset-split NAME")
         opts.split = (int(m.group(1)), int(m.group(2)))
     opts.report_dir = Path(opt("report_dir")).expanduser().resolve()
     opts.families = {f.name: f.parse_options(config) for f in families() if f.parse_options is not None}
@@ -216,13 +223,15 @@ def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
     data = opts.dataset.path.resolve()
     report = opts.report_dir
     if report == data or data in report.parents:
-        raise UsageProblem(f"--report-dir {report}: is inside the dataset folder; the dataset is read-only, choose another folder")
+        raise UsageProblem(f"--report-dir {report}: is inside the dataset folder; the dataset is read-only, "
+                           "choose another folder")
     if not getattr(config.option, "collectonly", False):
         check_writable_dir(report, "--report-dir")
     for name in ("token_freq", "baseline"):
         value = opt(name)
         if value and not Path(value).expanduser().is_file():
-            hint = "the token_freq.pt written with the dataset" if name == "token_freq" else "a file written by --save-baseline"
+            hint = ("the token_freq.pt written with the dataset" if name == "token_freq"
+                    else "a file written by --save-baseline")
             raise UsageProblem(f"--{name.replace('_', '-')} {value}: no such file; pass {hint}")
     save = opt("save_baseline")
     if save:
@@ -230,7 +239,8 @@ def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
         if target.is_dir():
             raise UsageProblem(f"--save-baseline {save}: is a directory; pass a file name")
         if data in target.parents:
-            raise UsageProblem(f"--save-baseline {save}: is inside the dataset folder; the dataset is read-only, choose another place")
+            raise UsageProblem(f"--save-baseline {save}: is inside the dataset folder; the dataset is read-only, "
+                               "choose another place")
         check_writable_dir(target.parent, "--save-baseline")
     load_contract_options(config, opts, masker=False)
     for family in families():
@@ -274,9 +284,11 @@ def check_writable_dir(folder: Path, option: str) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise UsageProblem(f"{option} {folder}: is a file, not a folder; pass a folder the reports can be written to") from None
+        raise UsageProblem(f"{option} {folder}: is a file, not a folder; "
+                           "pass a folder the reports can be written to") from None
     except OSError as exc:
-        raise UsageProblem(f"{option} {folder}: cannot be created ({exc.strerror}); pass a folder you can write to") from None
+        raise UsageProblem(f"{option} {folder}: cannot be created ({exc.strerror}); "
+                           "pass a folder you can write to") from None
     if not folder.is_dir():
         raise UsageProblem(f"{option} {folder}: is not a folder; pass a folder the reports can be written to")
     try:
@@ -284,7 +296,8 @@ def check_writable_dir(folder: Path, option: str) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise UsageProblem(f"{option} {folder}: not writable ({exc.strerror}); pass a folder you can write to") from None
+        raise UsageProblem(f"{option} {folder}: not writable ({exc.strerror}); "
+                           "pass a folder you can write to") from None
 
 
 def check_masker(spec: str) -> None:
@@ -296,11 +309,13 @@ def check_masker(spec: str) -> None:
         return
     module_part, sep, func = spec.rpartition(":")
     if not sep or not module_part or not func:
-        raise UsageProblem(f"--masker {spec}: unknown masker{did_you_mean(spec, BUILTIN_MASKERS)}; use hf, speculators "
-                           "or module:function (f(conversation, tools, tokenizer, max_length) -> (input_ids, loss_mask))")
+        raise UsageProblem(f"--masker {spec}: unknown masker{did_you_mean(spec, BUILTIN_MASKERS)}; use hf, "
+                           "speculators or module:function "
+                           "(f(conversation, tools, tokenizer, max_length) -> (input_ids, loss_mask))")
     if module_part.endswith(".py") or "/" in module_part:
         if not Path(module_part).expanduser().is_file():
-            raise UsageProblem(f"--masker {spec}: no such file {module_part}; pass module:function or path/to/file.py:function")
+            raise UsageProblem(f"--masker {spec}: no such file {module_part}; "
+                               "pass module:function or path/to/file.py:function")
         return
     try:
         found = importlib.util.find_spec(module_part.split(".")[0]) is not None

@@ -23,7 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Self
 
-__all__ = ["ArrayCache", "JsonCache", "KeyedCache", "atomic_write_bytes", "atomic_write_text", "build_lock", "cache_root", "cached_build"]
+__all__ = ["ArrayCache", "JsonCache", "KeyedCache", "atomic_write_bytes", "atomic_write_text", "build_lock",
+           "cache_root", "cached_build"]
 
 
 def cache_root() -> Path:

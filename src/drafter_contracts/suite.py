@@ -75,7 +75,8 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
         request.node.user_properties.append((REPORT_KEY, encode_report(report)))
     if failures:
         head = (f"{len(failures)} contract(s) broken in {shard.id}: "
-                + ", ".join(f"{r.check} ({r.rows_violating:,} rows)" if r.rows_violating else r.check for r in failures))
+                + ", ".join(f"{r.check} ({r.rows_violating:,} rows)" if r.rows_violating else r.check
+                            for r in failures))
         pytest.fail("\n\n".join([head, *(format_failure(r, engine) for r in failures)]), pytrace=False)
     if all(r["skipped"] for r in results):
         pytest.skip("; ".join(dict.fromkeys(r["skipped"] for r in results)))

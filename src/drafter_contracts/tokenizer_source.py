@@ -89,7 +89,8 @@ def resolve_tokenizer(name: str, option: str = "--tokenizer") -> str:
         found = (f" (it holds {', '.join(present[:4])}{', ...' if len(present) > 4 else ''})" if present
                  else " (it is empty)")
         raise UsageProblem(f"{option} {name}: incomplete tokenizer folder, {TOKENIZER_FILE} is missing{found}; "
-                           "save the tokenizer with save_pretrained (a fast tokenizer writes tokenizer.json) and pass that folder")
+                           "save the tokenizer with save_pretrained (a fast tokenizer writes tokenizer.json) and "
+                           "pass that folder")
     if path.is_file():
         if path.name == TOKENIZER_FILE:
             return str(path)
@@ -103,8 +104,8 @@ def resolve_tokenizer(name: str, option: str = "--tokenizer") -> str:
         return str(snap / TOKENIZER_FILE)
     where = ", ".join(str(d) for d in hub_cache_dirs())
     if repo is not None:
-        raise UsageProblem(f"{option} {name}: in the local model cache ({repo}) but no snapshot holds {TOKENIZER_FILE}; "
-                           "lookups are local-only: pass a folder holding the tokenizer's files")
+        raise UsageProblem(f"{option} {name}: in the local model cache ({repo}) but no snapshot holds "
+                           f"{TOKENIZER_FILE}; lookups are local-only: pass a folder holding the tokenizer's files")
     raise UsageProblem(f"{option} {name}: no such folder and not in the local model cache (searched {where}); "
                        "lookups are local-only (no network): pass the tokenizer's folder, or put the model in that "
                        "cache first on a machine that may download")

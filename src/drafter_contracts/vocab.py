@@ -72,7 +72,8 @@ class Vocabulary:
 
     def render_chat(self, messages: list[dict], **kwargs: Any) -> str:
         """The chat template's text for ``messages`` (raises whatever the template raises)."""
-        return self.hf_tokenizer.apply_chat_template(messages, tokenize=False, chat_template=self.chat_template, **kwargs)
+        return self.hf_tokenizer.apply_chat_template(messages, tokenize=False, chat_template=self.chat_template,
+                                                     **kwargs)
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids and character spans, tokenized the way apply_chat_template does (no extra BOS/EOS)."""
@@ -213,7 +214,8 @@ def _cached_tables(fingerprint: str) -> dict[str, Any] | None:
 
 def _byte_level_chars() -> dict[str, int]:
     """The byte-level BPE alphabet: the printable character standing for each byte (GPT-2's mapping)."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1), *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1),
+            *range(ord("\u00ae"), ord("\u00ff") + 1)]
     chars, extra = {}, 0
     for b in range(256):
         if b in keep:

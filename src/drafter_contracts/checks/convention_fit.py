@@ -67,7 +67,8 @@ def infer(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str],
     view, labels, facts = sample()
     rows = len(view.rows)
     if rows == 0 or view.mask is None:
-        d = resolve(dataclasses.replace(contract, mask=dataclasses.replace(contract.mask, convention="speculators-regex")),
+        d = resolve(dataclasses.replace(contract,
+                                        mask=dataclasses.replace(contract.mask, convention="speculators-regex")),
                     oracle, vocab, explicit)
         return Decision(d.policy, "convention = auto, but the first rows hold no mask to infer from; "
                         "speculators-regex applies", {"inferred": "speculators-regex", "rows": rows})

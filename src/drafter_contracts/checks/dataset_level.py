@@ -20,7 +20,8 @@ def check_schema(column_types: dict[str, str], contract: Contract) -> CheckResul
             problems.append(f"{col} is {got}, contract says {said}")
     extra = [c for c in column_types if c not in contract.columns]
     if extra and not contract.allow_extra_columns:
-        problems.append(f"extra column{'s' if len(extra) > 1 else ''} {', '.join(extra)} (set allow_extra_columns to accept)")
+        problems.append(f"extra column{'s' if len(extra) > 1 else ''} {', '.join(extra)} "
+                        "(set allow_extra_columns to accept)")
     return CheckResult("schema", "dataset", message="; ".join(problems))
 
 
@@ -48,7 +49,7 @@ def check_not_empty(num_rows: int) -> CheckResult:
 
 register(Spec("schema", Scope.DATASET, "exactly the declared columns with an accepted Arrow type", needs=frozenset(),
               run=lambda e: check_schema(e.dataset.column_types(), e.contract)))
-register(Spec("row_count", Scope.DATASET, "the row count is within the tolerance of the pinned count", needs=frozenset(),
-              run=lambda e: check_row_count(e.dataset.num_rows, e.contract)))
+register(Spec("row_count", Scope.DATASET, "the row count is within the tolerance of the pinned count",
+              needs=frozenset(), run=lambda e: check_row_count(e.dataset.num_rows, e.contract)))
 register(Spec("not_empty", Scope.DATASET, "at least one row", needs=frozenset(),
               run=lambda e: check_not_empty(e.dataset.num_rows)))

@@ -129,7 +129,8 @@ def empty_reasoning_tokens(facts: MaskFacts, labels: Labels) -> np.ndarray:
     # and the whitespace right after the block, up to the next other token
     after_end = e_pos[empty] + 1
     nb = np.flatnonzero(~blank | (role != Role.ASSISTANT))
-    stop = nb[np.minimum(np.searchsorted(nb, after_end), max(len(nb) - 1, 0))] if len(nb) else np.full(len(after_end), n)
+    stop = (nb[np.minimum(np.searchsorted(nb, after_end), max(len(nb) - 1, 0))] if len(nb)
+            else np.full(len(after_end), n))
     stop = np.where(np.searchsorted(nb, after_end) < len(nb), stop, n)
     return _ranges(n, np.concatenate((s_pos[empty], after_end)), np.concatenate((e_pos[empty] + 1, stop)))
 
@@ -159,8 +160,8 @@ def optional_table(policy: MaskPolicy) -> np.ndarray:
 
 def needs_turns(policy: MaskPolicy) -> bool:
     """Whether the allowed/required tokens depend on which turn a token is in (else role alone decides)."""
-    return (policy.reasoning_final != policy.reasoning_earlier or policy.turns == "last" or policy.completeness == "last"
-            or policy.prompt_context != "off")
+    return (policy.reasoning_final != policy.reasoning_earlier or policy.turns == "last"
+            or policy.completeness == "last" or policy.prompt_context != "off")
 
 
 def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPolicy,

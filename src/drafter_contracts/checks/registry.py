@@ -128,9 +128,11 @@ class Spec:
 
 #: The core's modules that declare contracts, in report order (the order of summary.json and the
 #: terminal); within a module, the order of its ``register`` calls.
-CORE_MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset_level", "drafter_contracts.checks.rows",
-                "drafter_contracts.checks.spans", "drafter_contracts.checks.token_freq", "drafter_contracts.checks.drift",
-                "drafter_contracts.completeness", "drafter_contracts.checks.content", "drafter_contracts.report.baseline")
+CORE_MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset_level",
+                "drafter_contracts.checks.rows", "drafter_contracts.checks.spans",
+                "drafter_contracts.checks.token_freq", "drafter_contracts.checks.drift",
+                "drafter_contracts.completeness", "drafter_contracts.checks.content",
+                "drafter_contracts.report.baseline")
 
 
 def _modules() -> tuple[str, ...]:
@@ -159,7 +161,8 @@ def register(spec: Spec) -> Spec:
     caller = sys._getframe(1).f_globals
     module = caller.get("__name__", "")
     if module not in MODULES:
-        raise ValueError(f"contract {spec.name!r} is declared in {module}, which neither registry.CORE_MODULES nor a contract family lists")
+        raise ValueError(f"contract {spec.name!r} is declared in {module}, which neither registry.CORE_MODULES "
+                         "nor a contract family lists")
     before = _DECLARED_BY.get(spec.name)
     if before is not None and (before[0] != module or before[1] == id(caller)) and _SPECS[spec.name][1] != spec:
         raise ValueError(f"contract {spec.name!r} is declared twice ({before[0]}, {module})")

@@ -94,7 +94,8 @@ def check_ids_known(view: RowView, a: ShardArrays, known: np.ndarray, outside: i
     on its way; zero, with a gap-free vocabulary, settles the check without reading an id.
     """
     ids = view.ids
-    in_range = outside == 0 if outside is not None else (not len(ids) or (int(ids.min()) >= 0 and int(ids.max()) < len(known)))
+    in_range = (outside == 0 if outside is not None
+                else (not len(ids) or (int(ids.min()) >= 0 and int(ids.max()) < len(known))))
     if len(ids) and known.all() and in_range:
         bad = np.zeros(0, dtype=bool)  # every id in range of a gap-free vocabulary: two reductions, no gather
     else:
@@ -103,7 +104,8 @@ def check_ids_known(view: RowView, a: ShardArrays, known: np.ndarray, outside: i
     reasons = np.where(ids[view.offsets[rows] + first] >= len(known), 2, 1) if len(rows) else np.zeros(0, int)
     return row_result("ids_known", a.shard.id, len(view.rows), view.rows[rows], first, reasons,
                       {1: "id not in the tokenizer vocabulary",
-                       2: f"id >= tokenizer size {len(known)} (a padded-embedding id or another tokenizer's?)"}, a.shard.start)
+                       2: f"id >= tokenizer size {len(known)} (a padded-embedding id or another tokenizer's?)"},
+                      a.shard.start)
 
 
 def supervised_per_row(view: RowView) -> np.ndarray:

@@ -153,7 +153,8 @@ def _reason_text(policy: MaskPolicy) -> dict[int, str]:
     text[_EARLIER_TURN] = "assistant turn before the row's last supervised (policy: turns = last)"
     text[_REASONING_FINAL] = "reasoning of the row's last assistant turn supervised (policy: reasoning_final = false)"
     text[_REASONING_EARLIER] = "reasoning of an earlier assistant turn supervised (policy: reasoning_earlier = false)"
-    text[_OPENER] = "reasoning opener supervised, but the generation prompt holds it (policy: reasoning_opener = context)"
+    text[_OPENER] = ("reasoning opener supervised, but the generation prompt holds it "
+                     "(policy: reasoning_opener = context)")
     text[_BOUNDARY] = "header/content boundary token supervised (policy: boundary_tokens = strict)"
     text[_PROMPT] = ("a token of the generation prompt supervised: every prompt the template renders holds it "
                      f"(policy: prompt_context = {policy.prompt_context})")

@@ -90,8 +90,8 @@ def compare(recomputed: np.ndarray, stored: np.ndarray, decode: Callable[[int], 
         return f"{i} {decode(i)!r}" if decode is not None else str(i)
 
     shown = "; ".join(f"{name(int(i))}: file {int(got[i]):,} vs data {int(want[i]):,}" for i in top)
-    message = (f"{path.name} is stale: {len(differing):,} token ids have other counts than the dataset's supervised tokens "
-               f"(file total {int(got.sum()):,}, data total {int(want.sum()):,}, sum of |differences| "
+    message = (f"{path.name} is stale: {len(differing):,} token ids have other counts than the dataset's supervised "
+               f"tokens (file total {int(got.sum()):,}, data total {int(want.sum()):,}, sum of |differences| "
                f"{int(np.abs(diff).sum()):,}); largest: {shown}. Delete it and let speculators rewrite it")
     return CheckResult("token_freq", "dataset", rows_checked=rows_checked, message=message)
 

@@ -16,8 +16,9 @@ NAME = "draft_vocab"
 
 
 def add_options(group: Any) -> None:
-    group.addoption("--vocab-mapping", metavar="FILE", help="draft vocabulary to check: vocab_mapping.pt ({'d2t','t2d'}) "
-                    "or one file of a d2t-N.npy / t2d-N.npy pair (default: the pair beside the dataset, if any)")
+    group.addoption("--vocab-mapping", metavar="FILE", help="draft vocabulary to check: vocab_mapping.pt "
+                    "({'d2t','t2d'}) or one file of a d2t-N.npy / t2d-N.npy pair (default: the pair beside the "
+                    "dataset, if any)")
 
 
 def parse_options(config: Any) -> str | None:
@@ -81,6 +82,7 @@ INIT = InitHooks(add_arguments=add_init_arguments, option=init_option, check=che
                  **{hook: _init_hook(hook) for hook in ("section", "open_input", "shard", "pins")})
 
 FAMILY = ContractFamily(
-    name=NAME, contract_modules=("drafter_contracts.draftvocab.contracts",), after="drafter_contracts.checks.token_freq",
-    table="vocab", parse_table=parse_table, add_options=add_options, parse_options=parse_options,
-    check_options=check_options, open_input=open_input, html_section=html_section, html_place="dataset", init=INIT)
+    name=NAME, contract_modules=("drafter_contracts.draftvocab.contracts",),
+    after="drafter_contracts.checks.token_freq", table="vocab", parse_table=parse_table, add_options=add_options,
+    parse_options=parse_options, check_options=check_options, open_input=open_input, html_section=html_section,
+    html_place="dataset", init=INIT)

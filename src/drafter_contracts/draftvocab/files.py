@@ -83,7 +83,8 @@ def locate(dataset_dir: Path, option: str | None, policy: VocabPolicy) -> Mappin
         n = whole[0]
         return MappingSource([dataset_dir / f"d2t-{n}.npy", dataset_dir / f"t2d-{n}.npy"], producer=policy.producer)
     if len(whole) > 1:
-        return MappingSource(absent=f"{len(whole)} d2t/t2d pairs beside the dataset (N = {', '.join(map(str, whole))}): "
+        return MappingSource(absent=f"{len(whole)} d2t/t2d pairs beside the dataset "
+                             f"(N = {', '.join(map(str, whole))}): "
                              "pin [vocab] draft_vocab_size or pass --vocab-mapping FILE")
     half = sorted(f"{next(iter(k))}-{n}.npy" for n, k in pairs.items() if len(k) == 1)
     return MappingSource(absent="no draft vocabulary mapping: no d2t-N.npy / t2d-N.npy pair beside the dataset"

@@ -66,7 +66,8 @@ def pins(engine: Any, partials: list[dict[str, Any] | None], mapping: str | None
 def section(d: dict[str, Any] | None) -> list[str]:
     """``[vocab]``: the draft vocabulary found beside the dataset, pinned with the coverage observed."""
     if d is None:
-        return ["[vocab]", "# No draft vocabulary (d2t-N.npy / t2d-N.npy) beside the dataset: its contracts skip until one",
+        return ["[vocab]",
+                "# No draft vocabulary (d2t-N.npy / t2d-N.npy) beside the dataset: its contracts skip until one",
                 "# is there or passed with --vocab-mapping FILE."]
     if d.get("problem"):
         return ["[vocab]", f"# The draft vocabulary beside the dataset could not be pinned: {d['problem']}"]
@@ -78,4 +79,5 @@ def section(d: dict[str, Any] | None) -> list[str]:
             key_line("target_vocab_size", d["target_vocab_size"], "len(t2d): the target model's vocabulary"),
             key_line("fingerprint", d["fingerprint"], "another selection fails vocab_mapping_consistent"),
             key_line("min_coverage", d["min_coverage"], "the observed coverage, rounded down"),
-            "# min_row_coverage = 0.5                  # uncomment to fail rows whose supervised tokens are mostly outside"]
+            ("# min_row_coverage = 0.5                  # uncomment to fail rows whose supervised tokens are "
+             "mostly outside")]

@@ -53,7 +53,8 @@ def parse_policy(table: Mapping[str, Any] | None, where: str, contract_path: Pat
     values: dict[str, Any] = {}
     for key, value in table.items():
         if key not in _KEYS:
-            raise UsageProblem(f"{where}: unknown key '{key}' in [vocab]{did_you_mean(key, _KEYS)}; allowed: {', '.join(_KEYS)}")
+            raise UsageProblem(f"{where}: unknown key '{key}' in [vocab]{did_you_mean(key, _KEYS)}; "
+                               f"allowed: {', '.join(_KEYS)}")
         types = _KEYS[key]
         if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             want = " or ".join(t.__name__ for t in types)
@@ -87,9 +88,11 @@ def check_mapping_path(raw: str, where: str) -> list[Path]:
     """
     path = Path(raw).expanduser()
     if path.is_dir():
-        raise UsageProblem(f"{where} {raw}: is a folder; pass a vocab_mapping.pt or one file of a d2t-N.npy / t2d-N.npy pair")
+        raise UsageProblem(f"{where} {raw}: is a folder; pass a vocab_mapping.pt or one file of a "
+                           "d2t-N.npy / t2d-N.npy pair")
     if not path.is_file():
-        raise UsageProblem(f"{where} {raw}: no such file; pass a vocab_mapping.pt or one file of a d2t-N.npy / t2d-N.npy pair")
+        raise UsageProblem(f"{where} {raw}: no such file; pass a vocab_mapping.pt or one file of a "
+                           "d2t-N.npy / t2d-N.npy pair")
     if path.suffix == ".pt":
         return [path]
     m = PAIR_NAME.match(path.name)

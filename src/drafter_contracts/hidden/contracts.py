@@ -175,6 +175,7 @@ register(Spec(C.NORM_OUTLIERS, Scope.WHOLE, "rows beyond norm_outlier_mads of th
               **_HIDDEN, per_part=True, run=_value_carrier(C.NORM_OUTLIERS), partial=_none,
               reduce=_value_verdict(C.NORM_OUTLIERS)))
 register(Spec(C.PREFIX, Scope.WHOLE, "rows sharing a token prefix have the same states over it", **_HIDDEN,
-              per_part=True, run=_value_carrier(C.PREFIX), partial=_prefixes, fold=fold_prefixes, reduce=_value_verdict(C.PREFIX)))
+              per_part=True, run=_value_carrier(C.PREFIX), partial=_prefixes, fold=fold_prefixes,
+              reduce=_value_verdict(C.PREFIX)))
 register(Spec(C.RECOMPUTE, Scope.DATASET, "sampled rows recomputed with the target model (CPU) agree",
               **_HIDDEN, run=_spot_recompute))

@@ -30,7 +30,8 @@ def add_options(group: Any) -> None:
     group.addoption("--hidden-states", metavar="HS_DIR", help="folder of hs_{i}.safetensors files, one per dataset row "
                     "(default: DATASET/hidden_states when it exists); runs the hidden-state contracts")
     group.addoption("--hs-headers-only", action="store_true", default=False,
-                    help="hidden states: only the header pass (coverage, header, alignment, shape), no tensor data read")
+                    help="hidden states: only the header pass (coverage, header, alignment, shape), "
+                         "no tensor data read")
     group.addoption("--hs-verify-model", metavar="DIR", help="hidden states: the target model (transformers folder) "
                     "to recompute --hs-verify-rows sampled rows with, on CPU")
     group.addoption("--hs-verify-rows", metavar="N", help="hidden states: rows the spot recompute samples (default 8)")
@@ -66,8 +67,9 @@ def check_options(config: Any, opts: HiddenOptions, contract: Any) -> None:
     policy = contract.families.get(NAME)
     opt = config.getoption
     if opts.folder is not None and not opts.folder.is_dir():
-        raise UsageProblem(f"--hidden-states {opt('hidden_states')}: " + ("is a file, not a folder" if opts.folder.exists()
-                           else "no such folder") + "; pass the folder holding hs_{i}.safetensors (one file per row)")
+        raise UsageProblem(f"--hidden-states {opt('hidden_states')}: "
+                           + ("is a file, not a folder" if opts.folder.exists() else "no such folder")
+                           + "; pass the folder holding hs_{i}.safetensors (one file per row)")
     model = opts.verify_model
     if model is not None and not (model / "config.json").is_file():
         raise UsageProblem(f"--hs-verify-model {opt('hs_verify_model')}: " + ("no config.json in it" if model.is_dir()
@@ -75,7 +77,8 @@ def check_options(config: Any, opts: HiddenOptions, contract: Any) -> None:
     if opt("hs_verify_rows", None) and model is None:
         raise UsageProblem("--hs-verify-rows N: needs --hs-verify-model DIR (the model to recompute the rows with)")
     if opts.folder is None and (model is not None or opts.headers_only):
-        raise UsageProblem("--hs-verify-model / --hs-headers-only: no hidden-states folder; pass --hidden-states HS_DIR")
+        raise UsageProblem("--hs-verify-model / --hs-headers-only: no hidden-states folder; "
+                           "pass --hidden-states HS_DIR")
     if opts.folder is not None and policy is not None and policy.config and not Path(policy.config).is_file():
         raise UsageProblem(f"contract {contract.source}: [hidden_states] config {policy.config}: no such file; "
                            "pass a speculator's or the target model's config.json")
@@ -87,8 +90,8 @@ def open_input(config: Any, opts: HiddenOptions, dataset: Any, contract: Any) ->
         return None
     from .run import open_run
 
-    return open_run(opts.folder, dataset, contract.families.get(NAME), verify_model=opts.verify_model, verify_rows=opts.verify_rows,
-                    headers_only=opts.headers_only)
+    return open_run(opts.folder, dataset, contract.families.get(NAME), verify_model=opts.verify_model,
+                    verify_rows=opts.verify_rows, headers_only=opts.headers_only)
 
 
 def parse_table(body: Any, where: str, contract_file: Path | None) -> Any:

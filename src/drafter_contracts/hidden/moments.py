@@ -43,7 +43,8 @@ def backend() -> str:
     return "c" if library() is not None else "numpy"
 
 
-def moments_reference(raw, dtype: str, rows: int, hidden: int, decoder: Decoder | None = None) -> tuple[np.ndarray, np.ndarray]:
+def moments_reference(raw, dtype: str, rows: int, hidden: int,
+                      decoder: Decoder | None = None) -> tuple[np.ndarray, np.ndarray]:
     x = (decoder or Decoder()).decode(raw, dtype, rows * hidden).reshape(rows, hidden)
     return x.sum(axis=1, dtype=np.float64), np.einsum("ij,ij->i", x, x, dtype=np.float64)
 

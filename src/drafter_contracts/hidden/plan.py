@@ -42,7 +42,8 @@ def list_folder(folder: Path, num_rows: int, keep: int = 50) -> Listing:
             reason = None
             if m is None:
                 if name.endswith(".lock") and NAME.fullmatch(name[:-5]):
-                    reason = "lock file of an unfinished write (its reader waits on it, then loads a possibly partial file)"
+                    reason = ("lock file of an unfinished write (its reader waits on it, then loads a possibly "
+                              "partial file)")
                 elif re.fullmatch(r"hs_\d+\.safetensors", name):
                     reason = "index written with leading zeros: the trainer opens hs_{i}.safetensors and never reads it"
                 else:

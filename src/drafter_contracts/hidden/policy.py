@@ -111,7 +111,8 @@ def read_model_config(path: Path) -> tuple[int | None, int | None, str]:
     try:
         doc = json.loads(Path(path).read_text("utf-8"))
     except (OSError, ValueError) as exc:
-        raise UsageProblem(f"[hidden_states] config {path}: cannot be read as JSON ({exc}); pass a config.json") from None
+        raise UsageProblem(f"[hidden_states] config {path}: cannot be read as JSON ({exc}); "
+                           "pass a config.json") from None
     if not isinstance(doc, dict):
         raise UsageProblem(f"[hidden_states] config {path}: not a JSON object; pass a model's config.json")
 
@@ -129,7 +130,8 @@ def read_model_config(path: Path) -> tuple[int | None, int | None, str]:
         return len(aux) + 1, hidden, f"{path}: auxiliary layers {list(aux)} + the last"
     layers = find(doc, "num_hidden_layers")
     if isinstance(layers, int):
-        return 4, hidden, f"{path}: {layers} layers, EAGLE-3 default auxiliary layers {default_aux_layers(layers)} + the last"
+        return 4, hidden, (f"{path}: {layers} layers, EAGLE-3 default auxiliary layers {default_aux_layers(layers)} "
+                           "+ the last")
     if hidden is None:
         raise UsageProblem(f"[hidden_states] config {path}: holds neither hidden_size nor auxiliary layer ids; "
                            "pass a speculator's or the target model's config.json")

@@ -99,7 +99,8 @@ def parse_header(head: bytes, file_size: int) -> Header:
             raise HeaderError(f"tensor {name!r}: entry lacks dtype, shape or data_offsets") from None
         if dtype not in ITEMSIZE:
             raise HeaderError(f"tensor {name!r}: unknown dtype {dtype!r}")
-        if not all(isinstance(d, int) and d >= 0 for d in shape) or not (isinstance(begin, int) and isinstance(end, int)):
+        if (not all(isinstance(d, int) and d >= 0 for d in shape)
+                or not (isinstance(begin, int) and isinstance(end, int))):
             raise HeaderError(f"tensor {name!r}: shape or offsets are not non-negative integers")
         if end < begin or end - begin != prod(shape) * ITEMSIZE[dtype]:
             raise HeaderError(f"tensor {name!r}: byte range [{begin}, {end}) does not hold {dtype} {list(shape)}")
@@ -115,7 +116,8 @@ def parse_header(head: bytes, file_size: int) -> Header:
             raise HeaderError(f"tensor {name!r} ends at byte {end:,}, past the end of the {file_size:,}-byte file "
                               f"(truncated copy: {end - file_size:,} bytes missing)")
     if at != file_size:
-        raise HeaderError(f"{file_size - at:,} bytes after the last tensor (file size {file_size:,}, data ends at {at:,})")
+        raise HeaderError(f"{file_size - at:,} bytes after the last tensor (file size {file_size:,}, "
+                          f"data ends at {at:,})")
     return Header(tensors, file_size, head)
 
 
@@ -180,7 +182,8 @@ class Decoder:
     def decode(self, raw: np.ndarray | bytes | memoryview, dtype: str, count: int) -> np.ndarray:
         out = self.buffer(count)
         if dtype == "BF16":
-            np.left_shift(np.frombuffer(raw, dtype=np.uint16, count=count), 16, out=out.view(np.uint32), dtype=np.uint32)
+            np.left_shift(np.frombuffer(raw, dtype=np.uint16, count=count), 16, out=out.view(np.uint32),
+                          dtype=np.uint32)
         elif dtype == "F8_E4M3":
             np.take(FP8_E4M3, np.frombuffer(raw, dtype=np.uint8, count=count), out=out)
         elif dtype == "F8_E5M2":

@@ -63,7 +63,8 @@ def spot_recompute(folder: Path, model_dir: Path, n: int, num_rows: int, specula
     except ImportError as exc:  # not installed, or an install that does not import
         return CheckResult(C.RECOMPUTE, "dataset", message=(
             f"--hs-verify-model {model_dir}: recomputing hidden states runs the model with torch, which cannot be "
-            f"imported here ({exc}); pip install 'drafter-contracts[torch]', or run where the training stack's torch is"))
+            f"imported here ({exc}); pip install 'drafter-contracts[torch]', or run where the training stack's "
+            "torch is"))
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32")

@@ -125,14 +125,17 @@ def html_section(summary: dict[str, Any]) -> str:
         c = summary["checks"].get(name)
         if not c or c["verdict"] not in ("fail", "warn") or not c.get("examples"):
             continue
-        items = "".join(f'<li><code>row {e["row"]:,}</code>' + (f' · position {e["position"]:,}' if e["position"] >= 0 else "")
+        items = "".join(f'<li><code>row {e["row"]:,}</code>'
+                        + (f' · position {e["position"]:,}' if e["position"] >= 0 else "")
                         + f' · {_e(e["reason"])}</li>' for e in c["examples"])
-        more = f"<p>… {c['rows_violating'] - len(c['examples']):,} more rows</p>" if c["rows_violating"] > len(c["examples"]) else ""
+        more = (f"<p>… {c['rows_violating'] - len(c['examples']):,} more rows</p>"
+                if c["rows_violating"] > len(c["examples"]) else "")
         rows.append(f'<h3 id="hs-rows-{_e(name)}">{_e(name)} <small>{c["rows_violating"]:,} rows</small></h3>'
                     f'<ul class="hs-rows">{items}</ul>{more}')
     read = (f"{h['files']:,} files · header pass {_size(h['header_bytes'])} in {h['header_seconds']:.2f} worker-s"
             + (f" · value pass {_size(h['value_bytes'])} in {h['value_seconds']:.2f} worker-s"
-               f" ({_size(h['value_bytes_per_second'] or 0)}/s per worker)" if h.get("values") else " · value pass off"))
+               f" ({_size(h['value_bytes_per_second'] or 0)}/s per worker)"
+               if h.get("values") else " · value pass off"))
     n = (h.get("norms") or {}).get("rows")
     return (f'<h2 id="hidden-states">Hidden states</h2><p class="meta">folder <code>{_e(h["folder"])}</code> · '
             f'declared {_e(h["declared"])}</p><p class="meta">{_e(read)}</p>'

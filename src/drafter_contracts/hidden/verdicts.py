@@ -40,7 +40,8 @@ class PrefixIndex:
     ref_row: list[int] = field(default_factory=list)
     ref_pos: list[int] = field(default_factory=list)
     agree: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (key index, row) chunks
-    deviants: list[tuple[int, int, int, np.ndarray, float]] = field(default_factory=list)  # key index, row, pos, fp, dist
+    # key index, row, pos, fp, dist
+    deviants: list[tuple[int, int, int, np.ndarray, float]] = field(default_factory=list)
 
     def add(self, rows: np.ndarray, pos: np.ndarray, keys: np.ndarray, fps: np.ndarray) -> None:
         if not len(rows):
@@ -92,7 +93,8 @@ class PrefixIndex:
                 else:
                     clusters.append([d])
             p = self.ref_pos[k]
-            groups = [[(int(r), p, 0.0) for r in members.tolist()]] + [[(d[0], d[1], d[3]) for d in cl] for cl in clusters]
+            groups = ([[(int(r), p, 0.0) for r in members.tolist()]]
+                      + [[(d[0], d[1], d[3]) for d in cl] for cl in clusters])
             sizes = [len(g) for g in groups]
             top = int(np.argmax(sizes))
             if sizes.count(sizes[top]) == 1:  # one group is the clear majority: the others are named
@@ -103,8 +105,8 @@ class PrefixIndex:
                         bad.add(row)
                         self._note(worst, row, pos, "states over a shared prefix differ from the other rows' "
                                    "(computed over another context, or another request's states?)",
-                                   f"position {pos:,}: {sizes[top]:,} rows share its first {pos + 1:,} tokens and agree; "
-                                   f"this row is not within {self.rtol} of them")
+                                   f"position {pos:,}: {sizes[top]:,} rows share its first {pos + 1:,} tokens and "
+                                   f"agree; this row is not within {self.rtol} of them")
             else:  # no majority: every row of every group is named
                 for group in groups:
                     for row, pos, _ in group:
@@ -208,7 +210,8 @@ def fold_prefixes(index: "PrefixIndex | None", partial: dict[str, Any] | None) -
         index = PrefixIndex(float(partial["rtol"]))
     rows = np.asarray(partial["rows"], dtype=np.int64)
     if len(rows):
-        fp = np.asarray(partial["fp"], dtype=np.float32).reshape(len(rows), int(partial["layers"]), int(partial["coords"]))
+        fp = np.asarray(partial["fp"], dtype=np.float32).reshape(len(rows), int(partial["layers"]),
+                                                                 int(partial["coords"]))
         index.add(rows, np.asarray(partial["pos"], dtype=np.int64), np.asarray(partial["keys"], dtype=np.uint64), fp)
     return index
 

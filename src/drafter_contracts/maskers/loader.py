@@ -17,7 +17,8 @@ def _import_target(module_part: str) -> Any:
     if module_part.endswith(".py") or "/" in module_part:
         path = Path(module_part).expanduser().resolve()
         if not path.is_file():
-            raise UsageProblem(f"--masker {module_part}:…: no such file; pass module:function or path/to/file.py:function")
+            raise UsageProblem(f"--masker {module_part}:…: no such file; "
+                               "pass module:function or path/to/file.py:function")
         name = f"drafter_contracts_user_masker_{abs(hash(str(path)))}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:

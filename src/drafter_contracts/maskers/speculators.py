@@ -88,8 +88,8 @@ def load(path: Path | None = None) -> tuple[ModuleType, str]:
                            "reinstall it with .ci/install-speculators") from None
     loaded_from = Path(module.__file__).resolve()
     if target not in loaded_from.parents:
-        raise UsageProblem(f"--masker=speculators: speculators {found} is already importable from {loaded_from.parents[2]}; "
-                           f"it shadows {target}: uninstall it or use that directory")
+        raise UsageProblem(f"--masker=speculators: speculators {found} is already importable from "
+                           f"{loaded_from.parents[2]}; it shadows {target}: uninstall it or use that directory")
     return module, found
 
 
@@ -139,7 +139,8 @@ def _regex_era_masker(pre: ModuleType, found: str, defects: dict[str, KnownDefec
         """``None``: transformers' assistant mask; else speculators' detected regex (its own order)."""
         key = id(tokenizer)
         if key not in patterns:
-            patterns[key] = None if pre._supports_assistant_mask(tokenizer) else str(pre._detect_assistant_pattern(tokenizer))
+            patterns[key] = (None if pre._supports_assistant_mask(tokenizer)
+                             else str(pre._detect_assistant_pattern(tokenizer)))
         return patterns[key]
 
     def speculators_masker(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tokenizer: Any,

@@ -40,4 +40,5 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         return None
     from hypothesis import settings
 
-    return f"drafter-contracts properties: {found.describe()}; hypothesis profile {settings.get_current_profile_name()!r}"
+    return (f"drafter-contracts properties: {found.describe()}; "
+            f"hypothesis profile {settings.get_current_profile_name()!r}")

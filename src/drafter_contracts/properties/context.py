@@ -93,7 +93,8 @@ def make_context(masker_spec: str, name: str, contract: Any, *, explicit_contrac
     vocab = load_vocabulary(name)
     tokenizer = copy.copy(vocab.hf_tokenizer)  # the runtime's one loader (its fallbacks for older transformers)
     if not getattr(tokenizer, "chat_template", None):
-        raise UsageProblem(f"--tokenizer {name}: has no chat template; the properties compare against the tokenizer's own rendering")
+        raise UsageProblem(f"--tokenizer {name}: has no chat template; "
+                           "the properties compare against the tokenizer's own rendering")
     masker = load_masker(masker_spec, tokenizer, chat_template=chat_template, speculators_path=speculators_path)
     if masker.chat_template is not None and masker.chat_template != tokenizer.chat_template:
         # the rows are rendered with the masker's template (hf's tagged copy): so are the reference and the oracle

@@ -50,7 +50,8 @@ def load_baseline(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
-        raise UsageProblem(f"{where}: no such file; save one first with --save-baseline FILE on known-good data") from None
+        raise UsageProblem(f"{where}: no such file; save one first with --save-baseline FILE "
+                           "on known-good data") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageProblem(f"{where}: cannot be read ({exc}); pass a file written by --save-baseline") from None
     except ValueError as exc:
@@ -138,7 +139,8 @@ def _role_changes(name: str, base: dict[str, float], cur: dict[str, float], limi
     roles = sorted(set(base) | set(cur))
     moved = sorted(((abs(cur.get(r, 0.0) - base.get(r, 0.0)), r) for r in roles), reverse=True)
     worst = moved[0][0] if moved else 0.0
-    shown = ", ".join(f"{r} {_pct(base.get(r, 0.0))} -> {_pct(cur.get(r, 0.0))}" for d, r in moved[:3] if d > 0) or "unchanged"
+    shown = ", ".join(f"{r} {_pct(base.get(r, 0.0))} -> {_pct(cur.get(r, 0.0))}"
+                      for d, r in moved[:3] if d > 0) or "unchanged"
     out.add(worst <= limit, f"{name}: largest change {100 * worst:.2f} points (max {100 * limit:.2f}); {shown}")
 
 
@@ -151,14 +153,15 @@ def compare(baseline: dict[str, Any], current: dict[str, Any], cur_counts: tuple
     slack = policy.count_tolerance.rows(b["rows"])
     diff = c["rows"] - b["rows"]
     rel = f", {100 * diff / b['rows']:+.2f}%" if b["rows"] else ""
-    out.add(abs(diff) <= slack, f"rows: {b['rows']:,} -> {c['rows']:,} ({diff:+,}{rel}; allowed ± {policy.count_tolerance})")
+    out.add(abs(diff) <= slack,
+            f"rows: {b['rows']:,} -> {c['rows']:,} ({diff:+,}{rel}; allowed ± {policy.count_tolerance})")
     # seq_len distribution.
     ks = ks_distance(b["seq_len"]["histogram"], c["seq_len"]["histogram"])
     bq, cq = b["seq_len"]["quantiles"] or {}, c["seq_len"]["quantiles"] or {}
     qs = ", ".join(f"{k} {bq.get(k)} -> {cq.get(k)}" for k in ("p05", "p50", "p95", "p99"))
     out.add(ks is not None and ks <= policy.max_seq_len_ks,
-            f"seq_len distribution: KS distance {ks if ks is None else round(ks, 4)} (max {policy.max_seq_len_ks}); {qs} "
-            f"(bins of <= 4.4%)")
+            f"seq_len distribution: KS distance {ks if ks is None else round(ks, 4)} (max {policy.max_seq_len_ks}); "
+            f"{qs} (bins of <= 4.4%)")
     # Supervised share.
     bs, cs = b["supervised_share_per_row"], c["supervised_share_per_row"]
     ks = ks_distance(bs["histogram"], cs["histogram"])

@@ -40,7 +40,8 @@ def dataset_fingerprint(dataset: SavedDataset) -> dict[str, Any]:
 def tokenizer_fingerprint(vocab: Vocabulary | None) -> dict[str, Any]:
     """``vocab_fingerprint`` hashes tokenizer.json (vocabulary, merges, special tokens); the template apart."""
     if vocab is None:
-        return {"name": None, "size": None, "vocab_fingerprint": None, "template_fingerprint": None, "fingerprint": None}
+        return {"name": None, "size": None, "vocab_fingerprint": None, "template_fingerprint": None,
+                "fingerprint": None}
     template = _short(vocab.chat_template) if vocab.chat_template else None
     return {
         "name": vocab.name,

@@ -47,7 +47,8 @@ def _load(path: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise UsageProblem(f"{path}: not a readable summary.json ({exc})") from None
     if not isinstance(doc, dict) or "split" not in doc or "reducer" not in doc or "shards" not in doc:
-        raise UsageProblem(f"{path}: has no split/reducer section (schema version {doc.get('schema_version') if isinstance(doc, dict) else '?'}, "
+        raise UsageProblem(f"{path}: has no split/reducer section (schema version "
+                           f"{doc.get('schema_version') if isinstance(doc, dict) else '?'}, "
                            f"written by an older drafter-contracts?); rerun that part with this version")
     return doc
 
@@ -74,7 +75,8 @@ def _validate(parts: list[tuple[Path, dict[str, Any]]]) -> int:
         for what, mine, theirs in (
                 ("dataset (files, sizes, rows, shard plan)", sp["plan"], first["split"]["plan"]),
                 ("contract", _contract_key(doc), _contract_key(first)),
-                ("tokenizer", doc.get("tokenizer", {}).get("fingerprint"), first.get("tokenizer", {}).get("fingerprint"))):
+                ("tokenizer", doc.get("tokenizer", {}).get("fingerprint"),
+                 first.get("tokenizer", {}).get("fingerprint"))):
             if mine != theirs:
                 raise UsageProblem(f"{path}: its {what} differs from {first_path}'s; "
                                    "merge only parts run on the same dataset with the same contract and tokenizer")

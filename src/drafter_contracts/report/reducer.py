@@ -94,7 +94,8 @@ class Reducer:
         one.update(tests=1, seconds=duration, rows_checked=result["rows_checked"],
                    rows_violating=result["rows_violating"], by_reason=dict(result["by_reason"]),
                    severity=dict(result.get("severity") or {}), examples=list(result["examples"]),
-                   report_only=bool(result.get("report_only")), messages=[result["message"]] if result["message"] else [])
+                   report_only=bool(result.get("report_only")),
+                   messages=[result["message"]] if result["message"] else [])
         one[outcome] += 1
         if details:
             one["details"] = list(details)
@@ -142,7 +143,8 @@ class Reducer:
         if other._count_parts:
             self._count_parts += other._count_parts
             self._counts_missing |= other._counts_missing
-            self.add_counts({"ids": np.flatnonzero(other._counts), "counts": other._counts[np.flatnonzero(other._counts)]})
+            self.add_counts({"ids": np.flatnonzero(other._counts),
+                             "counts": other._counts[np.flatnonzero(other._counts)]})
             self._count_parts -= 1  # add_counts counted the merged block as one more part
         for name, by_shard in other.partials.items():
             self.partials.setdefault(name, {}).update(by_shard)
@@ -152,7 +154,8 @@ class Reducer:
                 self.checks[name] = _copy_entry(theirs)
                 continue
             if name in once:
-                if [mine[k] for k in ("passed", "failed", "skipped")] != [theirs[k] for k in ("passed", "failed", "skipped")]:
+                if ([mine[k] for k in ("passed", "failed", "skipped")]
+                        != [theirs[k] for k in ("passed", "failed", "skipped")]):
                     conflicts.append(name)
                 continue
             _merge_entry(mine, theirs)
@@ -272,7 +275,8 @@ def _merge_entry(mine: dict[str, Any], theirs: dict[str, Any]) -> None:
     mine["severity"] = {**mine.get("severity", {}), **theirs.get("severity", {})}
     mine["examples"] = _lowest([*mine["examples"], *theirs["examples"]])
     mine["messages"] = [*mine["messages"], *theirs["messages"]]
-    mine["skip_reasons"] = [*mine["skip_reasons"], *(r for r in theirs["skip_reasons"] if r not in mine["skip_reasons"])]
+    mine["skip_reasons"] = [*mine["skip_reasons"],
+                            *(r for r in theirs["skip_reasons"] if r not in mine["skip_reasons"])]
     mine["report_only"] = mine.get("report_only", False) or theirs.get("report_only", False)
     if theirs.get("global"):
         mine["global"] = True

@@ -356,8 +356,8 @@ ALIASES = {"qwen": "chatml", "qwen2.5": "chatml", "qwen3": "chatml", "qwen3.5": 
            "nemotron": "chatml", "lfm2.5": "lfm2", "llama": "llama3", "llama3.1": "llama3", "llama3.2": "llama3",
            "llama3.3": "llama3", "llama-4": "llama4", "gemma2": "gemma", "gemma3": "gemma", "diffusion-gemma": "gemma4",
            "gpt-oss": "harmony", "gptoss": "harmony", "muse": "atem", "glm4": "glm", "glm4.5": "glm", "glm4moe": "glm",
-           "exaone3": "exaone", "phi-3": "phi3", "phi3.5": "phi3", "phi-4": "phi4", "command-r": "cohere", "aya": "cohere",
-           "command-r7b": "cohere", "command-a": "command_a",
+           "exaone3": "exaone", "phi-3": "phi3", "phi3.5": "phi3", "phi-4": "phi4", "command-r": "cohere",
+           "aya": "cohere", "command-r7b": "cohere", "command-a": "command_a",
            "mistral-v3": "mistral", "tekken": "mistral", "deepseek-v3": "deepseek", "deepseek-r1": "deepseek"}
 
 

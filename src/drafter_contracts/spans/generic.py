@@ -292,7 +292,8 @@ def label(ids: np.ndarray, offsets: np.ndarray, cp: CompiledProfile, max_len: in
     # a row may stop at a stop token inside a turn (Gemma 4: at <|tool_response>, waiting for the tool)
     # ... or right after a header that a template writes at the end of every rendering (its turn empty)
     if len(s_pos):
-        ends_row = cp.spec_ends_row[s_spec1[opener_of_last]] & (lasts == s_pos[opener_of_last] + hlen[opener_of_last] - 1)
+        ends_row = (cp.spec_ends_row[s_spec1[opener_of_last]]
+                    & (lasts == s_pos[opener_of_last] + hlen[opener_of_last] - 1))
     else:
         ends_row = np.zeros(len(lasts), dtype=bool)
     unclosed = lasts[open_tok[lasts] & needs_end & (lengths[nonempty] < max_len) & (role[lasts] != Role.ASSISTANT_END)

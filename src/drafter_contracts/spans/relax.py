@@ -109,7 +109,8 @@ def relaxations(profile: TemplateProfile) -> list[Relaxation]:
     if profile.joins_blocks:
         out.append(Relaxation("joins-blocks", "joins-blocks"))
     if profile.bos and profile.bos_role is not None:
-        out.append(Relaxation(f"text-after-bos:{profile.bos_role.name.lower()}", "text-after-bos", role=profile.bos_role))
+        out.append(Relaxation(f"text-after-bos:{profile.bos_role.name.lower()}", "text-after-bos",
+                              role=profile.bos_role))
     return out
 
 

@@ -52,8 +52,9 @@ def tag_policy(oracle: Any, vocab: Any) -> tuple[dict[str, Any], str] | None:
     leaks = [Role(r) for r in (Role.SYSTEM, Role.USER, Role.TOOL, Role.HEADER) if sup[r]]
     if leaks:
         raise UsageProblem(f"--tokenizer {vocab.name}: its chat template's generation tags enclose "
-                           f"{', '.join(ROLE_NAMES[r] for r in leaks)} tokens, so masks made with them supervise context; "
-                           "fix the template's {% generation %} tags, or declare the contract's [mask] keys yourself")
+                           f"{', '.join(ROLE_NAMES[r] for r in leaks)} tokens, so masks made with them supervise "
+                           "context; fix the template's {% generation %} tags, or declare the contract's [mask] "
+                           "keys yourself")
     keys: dict[str, Any] = {}
     optional: list[str] = []
     for key, role in (("content", Role.ASSISTANT), ("tool_calls", Role.TOOL_CALL), ("end_of_turn", Role.ASSISTANT_END),
