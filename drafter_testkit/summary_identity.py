@@ -11,12 +11,15 @@ comparing the two folders::
 The datasets: the demo fixture and every row, content, hidden-state and draft-vocabulary mutant,
 and every dataset of the producer matrix (``real_producers.matrix()``). What differs between two runs
 of the same code (timings, bytes read off the page cache, the report folder's path, the schema
-version) is dropped, so any difference left is a difference the code made.
+version) is dropped, so any difference left is a difference the code made. Each record also holds the
+report page's hash and the terminal summary, drawn from the normalised summary by the code under test,
+so a change to the report code is compared too.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import os
@@ -139,6 +142,25 @@ def _read(path: Path) -> Any:
     return normalised(json.loads(path.read_text()), "REPORT")
 
 
+def rendered(summary: dict[str, Any]) -> dict[str, Any]:
+    """The report page and the terminal summary drawn from the normalised summary, by the code under test.
+
+    Drawn from the normalised document so run-to-run figures (timings) are already gone: a refactor
+    of the report code shows up as a different page hash or a different terminal line.
+    """
+    from drafter_contracts.report.html import render
+    from drafter_contracts.report.summary import terminal_lines
+
+    out: dict[str, Any] = {}
+    for key, draw in (("report_html_sha256", lambda: hashlib.sha256(render(summary).encode()).hexdigest()),
+                      ("terminal", lambda: terminal_lines(summary))):
+        try:
+            out[key] = draw()
+        except (KeyError, TypeError, ValueError) as exc:  # a key the normaliser dropped: the same in both
+            out[key] = f"cannot draw: {type(exc).__name__} {exc}"
+    return out
+
+
 def run_case(case: Case, out: Path) -> str:
     with tempfile.TemporaryDirectory(prefix="summary-identity-") as tmp:
         report = Path(tmp) / "reports"
@@ -148,7 +170,9 @@ def run_case(case: Case, out: Path) -> str:
         summary = report / "summary.json"
         doc = json.loads(summary.read_text()) if summary.is_file() else None
         record = {"exit": proc.returncode, "summary": normalised(doc, str(report)) if doc is not None else None}
-        if doc is None:
+        if doc is not None:
+            record["rendered"] = rendered(record["summary"])
+        else:
             record["output"] = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
         (out / f"{case.name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         return f"{case.name}: exit {proc.returncode}"

@@ -165,7 +165,8 @@ def mask_section(seen: Observed) -> list[str]:
     lines = ["[mask]"]
     if seen.role_supervised or seen.role_tokens:
         lines.append("# Observed on this dataset (span-oracle roles): supervised / all tokens per role")
-        for role in sorted(set(seen.role_tokens) | set(seen.role_supervised), key=lambda r: (-seen.role_tokens.get(r, 0), r)):
+        roles = set(seen.role_tokens) | set(seen.role_supervised)
+        for role in sorted(roles, key=lambda r: (-seen.role_tokens.get(r, 0), r)):
             sup, alltok = seen.role_supervised.get(role, 0), seen.role_tokens.get(role, 0)
             share = f"{sup / alltok:.1%}" if alltok else "n/a"
             lines.append(f"#   {role:<20} {sup:>14,} / {alltok:>14,}  ({share})")
@@ -204,11 +205,8 @@ _MASK_NOTES = {
 }
 
 
-def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT_TOLERANCE,
-                    max_len: int | None = None, mask: Callable[[Observed], list[str]] = mask_section) -> str:
-    """The contract file's text: every key pinned to what ``seen`` found, each with its comment."""
-    from .config import ContentPolicy, DriftPolicy
-
+def _dataset_sections(seen: Observed, name: str, count_tolerance: str, max_len: int | None) -> list[str]:
+    """The file's head and [contract], [schema], [dataset] and [lengths]: what the rows themselves showed."""
     today = _dt.date.today().isoformat()
     cap = max_len if max_len is not None else seen.seq_len_max
     cap_note = ("the truncation cap given to init" if max_len is not None else
@@ -226,7 +224,7 @@ def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT
         "# The Arrow types found; a column not listed fails schema unless allow_extra_columns = true.",
     ]
     out += [key_line(col, typ, "as found") for col, typ in seen.columns.items()]
-    out += [
+    return out + [
         "",
         "[dataset]",
         key_line("expected_count", seen.num_rows, "rows in the known-good dataset"),
@@ -237,35 +235,56 @@ def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT
         key_line("min_len", seen.seq_len_min or 0, "shortest row observed"),
         key_line("max_len", cap or 0, cap_note),
         key_line("min_supervised", seen.min_supervised if seen.min_supervised is not None else 0,
-             "fewest supervised tokens in a row observed"),
+                 "fewest supervised tokens in a row observed"),
         "",
-        "[tokenizer]",
     ]
-    if seen.tokenizer:
-        template = seen.template or {}
-        builtin = template.get("source") == "builtin"
-        out.append(key_line("path", seen.tokenizer, "the tokenizer the dataset was checked with"))
-        if seen.vocab_size is not None:
-            out.append(key_line("vocab_size", seen.vocab_size, "ids the tokenizer has; another tokenizer is a usage error"))
-        out.append(key_line("template_profile", template.get("name") if builtin else "auto",
+
+
+def _tokenizer_section(seen: Observed) -> list[str]:
+    """[tokenizer]: the tokenizer and template profile init checked with, or why there is none."""
+    out = ["[tokenizer]"]
+    if not seen.tokenizer:
+        return out + ["# No tokenizer given to init: the contracts that read tokens skip until one is set here",
+                      "# (path = \"DIR\") or passed with --tokenizer."]
+    template = seen.template or {}
+    builtin = template.get("source") == "builtin"
+    out.append(key_line("path", seen.tokenizer, "the tokenizer the dataset was checked with"))
+    if seen.vocab_size is not None:
+        out.append(key_line("vocab_size", seen.vocab_size,
+                            "ids the tokenizer has; another tokenizer is a usage error"))
+    out.append(key_line("template_profile", template.get("name") if builtin else "auto",
                         "built-in profile init chose" if builtin else "derived from the chat template, as init did"))
-        out.append(f"# Template profile chosen: {json.dumps(template, ensure_ascii=False)}")
-    else:
-        out.append("# No tokenizer given to init: the contracts that read tokens skip until one is set here")
-        out.append("# (path = \"DIR\") or passed with --tokenizer.")
+    out.append(f"# Template profile chosen: {json.dumps(template, ensure_ascii=False)}")
+    return out
+
+
+def _policy_sections() -> list[str]:
+    """[content] and [drift] at their defaults, written out so a reader sees what can be tightened."""
+    from .config import ContentPolicy, DriftPolicy
+
+    return [
+        "[content]",
+        key_line("strict", ContentPolicy.strict,
+                 "false: suspicious content (duplicates, placeholder replies) warns"),
+        key_line("block_size", ContentPolicy.block_size,
+                 "DFlash block size: anchors are never in a row's last block"),
+        "",
+        "[drift]",
+        key_line("sample_rows", DriftPolicy.sample_rows,
+                 "at most this many rows re-encoded with the tokenizer (0: off)"),
+        key_line("sample_tokens", DriftPolicy.sample_tokens, "and at most about this many tokens"),
+        key_line("seed", DriftPolicy.seed, "which rows"),
+        ""]
+
+
+def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT_TOLERANCE,
+                    max_len: int | None = None, mask: Callable[[Observed], list[str]] = mask_section) -> str:
+    """The contract file's text: every key pinned to what ``seen`` found, each with its comment."""
+    out = [*_dataset_sections(seen, name, count_tolerance, max_len), *_tokenizer_section(seen)]
     out += ["", *mask(seen), ""]
     for fam in init_families():
         out += [*fam.init.section(seen.pinned.get(fam.name)), ""]
-    out += [
-            "[content]",
-            key_line("strict", ContentPolicy.strict, "false: suspicious content (duplicates, placeholder replies) warns"),
-            key_line("block_size", ContentPolicy.block_size, "DFlash block size: anchors are never in a row's last block"),
-            "",
-            "[drift]",
-            key_line("sample_rows", DriftPolicy.sample_rows, "at most this many rows re-encoded with the tokenizer (0: off)"),
-            key_line("sample_tokens", DriftPolicy.sample_tokens, "and at most about this many tokens"),
-            key_line("seed", DriftPolicy.seed, "which rows"),
-            ""]
+    out += _policy_sections()
     return "\n".join(out)
 
 
@@ -281,7 +300,8 @@ def write_contract(text: str, out: Path, force: bool = False) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, "utf-8")
     except OSError as exc:
-        raise UsageProblem(f"init -o {out}: cannot be written ({exc.strerror or exc}); choose a writable place") from None
+        raise UsageProblem(f"init -o {out}: cannot be written ({exc.strerror or exc}); "
+                           "choose a writable place") from None
     load_contract(out)  # what init writes must be a contract the suite accepts
     return out
 
@@ -300,7 +320,8 @@ def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool =
     target = Path(out).expanduser().resolve()
     data = Path(dataset_dir).expanduser().resolve()
     if data == target or data in target.parents:
-        raise UsageProblem(f"init -o {out}: is inside the dataset folder; the dataset is read-only, write the contract elsewhere")
+        raise UsageProblem(f"init -o {out}: is inside the dataset folder; "
+                           "the dataset is read-only, write the contract elsewhere")
     if target.exists() and not force:
         raise UsageProblem(f"init -o {out}: already exists; pass --force to replace it or choose another name")
     if tokenizer:

@@ -243,8 +243,9 @@ def token_pass(ids: np.ndarray, mask: np.ndarray, offsets: np.ndarray, r: int, l
     """:func:`prefix_count`, the supervised-id counts (``counts[t] += 1`` for each supervised ``t``
     in ``[0, limit)``: ``bincount(ids[mask])`` without materialising ``ids[mask]``; other ids are
     ids_known's), :func:`row_hash_sums` (with a mask) and the number of ids outside ``[0, limit)``
-    (into ``outside[0]``, int64) in one pass. Apart, each read the shard's ids and mask again. ``offsets`` must run from 0 to ``len(ids)``; ``prefix`` and ``counts`` share one width,
-    int32 for shards under 2**31 tokens.
+    (into ``outside[0]``, int64) in one pass. Apart, each read the shard's ids and mask again.
+    ``offsets`` must run from 0 to ``len(ids)``; ``prefix`` and ``counts`` share one width, int32
+    for shards under 2**31 tokens.
     """
     ids, kind = _ids(ids)
     n = len(ids)

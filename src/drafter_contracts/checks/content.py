@@ -209,6 +209,50 @@ def assistant_turns_reference(runs: RoleRuns) -> tuple[np.ndarray, np.ndarray, n
     return a_starts, t_end, closed
 
 
+def _placeholder_turns(view: RowView, labels: Labels, tables: ReplyTables, a_starts: np.ndarray,
+                       t_end: np.ndarray, cand: np.ndarray, reply_len: np.ndarray) -> np.ndarray:
+    """Which turns' content ids are exactly a placeholder's, of the ``cand`` turns of a placeholder's length.
+
+    Only the candidates' tokens are gathered (their whole reply was read to its length already); the
+    comparison runs per placeholder string, a handful of them, never per row.
+    """
+    nt = len(a_starts)
+    placeholder = np.zeros(nt, dtype=bool)
+    if not len(cand):
+        return placeholder
+    span = t_end[cand] - a_starts[cand]
+    pos = np.arange(int(span.sum()), dtype=np.int64)
+    pos += np.repeat(a_starts[cand] - np.concatenate(([0], np.cumsum(span)[:-1])), span)
+    tok_turn = np.repeat(cand, span)
+    is_content = _text_at(view, labels, tables, pos) & (labels.role[pos] == Role.ASSISTANT)
+    c_ids, c_turn_of = view.ids[pos[is_content]], tok_turn[is_content]
+    c_len = np.zeros(nt, dtype=np.int64)
+    np.add.at(c_len, c_turn_of, 1)
+    for _, p in tables.placeholders:
+        hit = cand[(c_len[cand] == len(p)) & (reply_len[cand] == len(p))]
+        if len(hit) and len(p):
+            at = np.searchsorted(c_turn_of, hit, side="left")
+            window = c_ids[at[:, None] + np.arange(len(p))]
+            placeholder[hit[(window == p).all(axis=1)]] = True
+    return placeholder
+
+
+def _first_flagged_turns(view: RowView, a_starts: np.ndarray, by_code: dict[int, tuple[np.ndarray, str]]
+                         ) -> dict[int, tuple[np.ndarray, np.ndarray, str]]:
+    """Per reason code: the rows holding a flagged turn and the row position of each row's first one."""
+    n = len(view.rows)
+    flags: dict[int, tuple[np.ndarray, np.ndarray, str]] = {}
+    for code, (hit_turns, text_) in by_code.items():
+        rows_hit = np.zeros(n, dtype=bool)
+        pos = np.full(n, -1, dtype=np.int64)
+        t = np.flatnonzero(hit_turns)[::-1]  # reversed: the first flagged turn of a row is written last
+        row_of_turn = np.searchsorted(view.offsets, a_starts[t], side="right") - 1  # flagged turns only
+        rows_hit[row_of_turn] = True
+        pos[row_of_turn] = a_starts[t] - view.offsets[row_of_turn]
+        flags[code] = (rows_hit, pos, text_)
+    return flags
+
+
 def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tables: ReplyTables,
                               contract: Contract, runs: RoleRuns | None = None) -> CheckResult:
     """Assistant turns whose reply is a placeholder ("OK.") or shorter than ``min_reply_tokens``.
@@ -237,37 +281,13 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     reply = _reply_lengths(view, labels, tables, a_starts[c_turn], t_end[c_turn], cap)
     reply_len = np.full(nt, cap + 1, dtype=np.int64)
     reply_len[c_turn] = reply
-    # Content ids of the closed turns whose whole reply is a placeholder's length (read in full above).
-    placeholder = np.zeros(nt, dtype=bool)
-    cand = c_turn[np.isin(reply, sizes)] if sizes else c_turn[:0]
-    if len(cand):
-        span = t_end[cand] - a_starts[cand]
-        pos = np.arange(int(span.sum()), dtype=np.int64)
-        pos += np.repeat(a_starts[cand] - np.concatenate(([0], np.cumsum(span)[:-1])), span)
-        tok_turn = np.repeat(cand, span)
-        is_content = _text_at(view, labels, tables, pos) & (labels.role[pos] == Role.ASSISTANT)
-        c_ids, c_turn_of = view.ids[pos[is_content]], tok_turn[is_content]
-        c_len = np.zeros(nt, dtype=np.int64)
-        np.add.at(c_len, c_turn_of, 1)
-        for _, p in tables.placeholders:  # a handful of strings, not rows
-            hit = cand[(c_len[cand] == len(p)) & (reply_len[cand] == len(p))]
-            if len(hit) and len(p):
-                at = np.searchsorted(c_turn_of, hit, side="left")
-                window = c_ids[at[:, None] + np.arange(len(p))]
-                placeholder[hit[(window == p).all(axis=1)]] = True
+    placeholder = _placeholder_turns(view, labels, tables, a_starts, t_end,
+                                     c_turn[np.isin(reply, sizes)] if sizes else c_turn[:0], reply_len)
     short = closed & ~placeholder & (reply_len < contract.content.min_reply_tokens)
-    n = len(view.rows)
-    flags: dict[int, tuple[np.ndarray, np.ndarray, str]] = {}
     names = " / ".join(repr(t) for t, _ in tables.placeholders)
-    for code, hit_turns, text_ in ((1, placeholder, f"placeholder assistant reply ({names})"),
-                                   (2, short, f"assistant reply shorter than {contract.content.min_reply_tokens} tokens")):
-        rows_hit = np.zeros(n, dtype=bool)
-        pos = np.full(n, -1, dtype=np.int64)
-        t = np.flatnonzero(hit_turns)[::-1]  # reversed: the first flagged turn of a row is written last
-        row_of_turn = np.searchsorted(view.offsets, a_starts[t], side="right") - 1  # flagged turns only
-        rows_hit[row_of_turn] = True
-        pos[row_of_turn] = a_starts[t] - view.offsets[row_of_turn]
-        flags[code] = (rows_hit, pos, text_)
+    flags = _first_flagged_turns(view, a_starts, {
+        1: (placeholder, f"placeholder assistant reply ({names})"),
+        2: (short, f"assistant reply shorter than {contract.content.min_reply_tokens} tokens")})
     return _result("placeholder_replies", a, view, flags, contract)
 
 
@@ -282,15 +302,15 @@ def check_cut_mid_reply(view: RowView, a: ShardArrays, labels: Labels, contract:
     at_cap = (lengths == contract.max_len) & (lengths > 0)
     in_reply = _role_lut(*ASSISTANT_PARTS)[labels.role[last]]
     hit = at_cap & in_reply & view.mask[last]
-    return _result("cut_mid_reply", a, view, {1: (hit, lengths - 1, f"supervised reply cut at max_len {contract.max_len}")},
-                   contract)
+    flags = {1: (hit, lengths - 1, f"supervised reply cut at max_len {contract.max_len}")}
+    return _result("cut_mid_reply", a, view, flags, contract)
 
 
 def check_short_rows(view: RowView, a: ShardArrays, contract: Contract) -> CheckResult:
     """Rows shorter than the soft minimum ``soft_min_len`` (a warning level above the hard ``min_len``)."""
     hit = view.lengths < contract.content.soft_min_len
-    return _result("short_rows", a, view, {1: (hit, np.full(len(hit), -1), f"row shorter than soft_min_len "
-                                                                            f"{contract.content.soft_min_len}")}, contract)
+    flags = {1: (hit, np.full(len(hit), -1), f"row shorter than soft_min_len {contract.content.soft_min_len}")}
+    return _result("short_rows", a, view, flags, contract)
 
 
 # --------------------------------------------------------------------------- DFlash
@@ -503,8 +523,9 @@ def duplicate_verdict(hashes: dict[int, tuple[np.ndarray, np.ndarray]], num_shar
     rate = extra / len(rows) if len(rows) else 0.0
     message = ""
     if extra and strict:
-        message = (f"{extra:,} of {len(rows):,} rows ({rate:.3%}) repeat an earlier row exactly ({groups:,} distinct rows "
-                   "repeated); e.g. " + ", ".join(f"row {d} = row {f}" for f, d in pairs[:5]))
+        message = (f"{extra:,} of {len(rows):,} rows ({rate:.3%}) repeat an earlier row exactly "
+                   f"({groups:,} distinct rows repeated); e.g. "
+                   + ", ".join(f"row {d} = row {f}" for f, d in pairs[:5]))
     return CheckResult("duplicate_rows", "dataset", rows_checked=int(len(rows)), rows_violating=extra,
                        by_reason=by_reason, examples=examples, message=message, report_only=not strict)
 
@@ -523,7 +544,8 @@ def _reduce_duplicates(run) -> CheckResult | None:
         return None  # no shard could hash its rows: the shards' own skips say why
     lost = run.lost_shards()  # shards whose test never reported cannot have sent hashes
     e = run.engine
-    return duplicate_verdict(run.partials("duplicate_rows"), len(e.shards) - lost, e.contract.content.strict, e.row_keys)
+    return duplicate_verdict(run.partials("duplicate_rows"), len(e.shards) - lost, e.contract.content.strict,
+                             e.row_keys)
 
 
 # --------------------------------------------------------------------------- the registry
@@ -536,7 +558,8 @@ register(Spec("duplicate_rows", Scope.WHOLE, "no row repeats an earlier row exac
               partial=_shard_hashes, reduce=_reduce_duplicates))
 register(Spec("placeholder_replies", Scope.ROW, "no assistant reply is a placeholder", **_CONTENT,
               needs=frozenset({IDS, TOKENIZER}),
-              run=lambda e, w: check_placeholder_replies(w.view, w.arrays, w.labels, e.reply_tables, e.contract, w.runs)))
+              run=lambda e, w: check_placeholder_replies(w.view, w.arrays, w.labels, e.reply_tables, e.contract,
+                                                         w.runs)))
 register(Spec("cut_mid_reply", Scope.ROW, "no supervised reply cut by the truncation cap", **_CONTENT,
               needs=frozenset({IDS, MASK, TOKENIZER}),
               run=lambda e, w: check_cut_mid_reply(w.view, w.arrays, w.labels, e.contract)))

@@ -68,8 +68,8 @@ def structure_problems(m: DraftMapping, vocab_size: int | None, known: np.ndarra
     target = d2t.astype(np.int64) + np.arange(n, dtype=np.int64)
     if n > 1 and not np.all(np.diff(target) > 0):
         bad = int(np.flatnonzero(np.diff(target) <= 0)[0])
-        out.append(f"d2t + arange(N) is not strictly ascending (draft ids {bad} and {bad + 1} map to {int(target[bad])} "
-                   f"and {int(target[bad + 1])})")
+        out.append(f"d2t + arange(N) is not strictly ascending (draft ids {bad} and {bad + 1} "
+                   f"map to {int(target[bad])} and {int(target[bad + 1])})")
     if len(marked) == n and not np.array_equal(marked, target):
         at = np.flatnonzero(marked != target)
         shift = np.unique(target[at] - marked[at])
@@ -80,13 +80,14 @@ def structure_problems(m: DraftMapping, vocab_size: int | None, known: np.ndarra
         ids = target if len(marked) != n else marked
         outside = ids[(ids < 0) | (ids >= vocab_size)]
         if len(outside):
-            out.append(f"{len(outside):,} draft ids are outside the tokenizer's {vocab_size:,} ids (first {int(outside[0])})")
+            out.append(f"{len(outside):,} draft ids are outside the tokenizer's {vocab_size:,} ids "
+                       f"(first {int(outside[0])})")
         elif known is not None and not known[ids].all():
             unknown = ids[~known[ids]]
             out.append(f"{len(unknown):,} draft ids are not tokens of the tokenizer (first {int(unknown[0])})")
         if len(t2d) < vocab_size:
-            out.append(f"t2d covers {len(t2d):,} target ids, fewer than the tokenizer's {vocab_size:,}: it was built for "
-                       "another vocabulary")
+            out.append(f"t2d covers {len(t2d):,} target ids, fewer than the tokenizer's {vocab_size:,}: "
+                       "it was built for another vocabulary")
     return out
 
 
@@ -111,7 +112,8 @@ def mapping_state(e) -> tuple[DraftMapping | None, str | None, list[str]]:
     """(mapping, why the data contracts cannot use it, the consistency problems), once per process."""
     src = e.inputs.get(NAME)
     if src is None:
-        return None, "no draft vocabulary mapping given (d2t-N.npy / t2d-N.npy beside the dataset, --vocab-mapping FILE)", []
+        return None, ("no draft vocabulary mapping given "
+                      "(d2t-N.npy / t2d-N.npy beside the dataset, --vocab-mapping FILE)"), []
     cached = getattr(src, "_state", None)
     if cached is not None:
         return cached
@@ -123,7 +125,8 @@ def mapping_state(e) -> tuple[DraftMapping | None, str | None, list[str]]:
         structural = structure_problems(m, vocab.size if vocab is not None else None,
                                         vocab.known if vocab is not None else None)
         problems = structural + pin_problems(m, _policy(e))
-        state = (m, f"the mapping {m.where} is not well formed (see test_{CONSISTENT})" if structural else None, problems)
+        why = f"the mapping {m.where} is not well formed (see test_{CONSISTENT})" if structural else None
+        state = (m, why, problems)
     src._state = state
     return state
 
@@ -179,7 +182,8 @@ def _stale_pair(e, data: np.ndarray, m: DraftMapping, selected: np.ndarray) -> t
     fresh = np.array_equal(np.pad(stored, (0, size - len(stored))), np.pad(data, (0, size - len(data))))
     from_file = np.array_equal(expected_selection(stored, len(selected), m.producer, selected).ids, selected)
     if fresh:
-        return f"{TOKEN_FREQ} counts this dataset, so only the mapping is stale", [f"{TOKEN_FREQ} equals this dataset's counts"]
+        return (f"{TOKEN_FREQ} counts this dataset, so only the mapping is stale",
+                [f"{TOKEN_FREQ} equals this dataset's counts"])
     if from_file:
         return (f"both are stale: the mapping is the one {path.name} produces, and {path.name} does not count this "
                 f"dataset (see test_token_freq)"), [f"{TOKEN_FREQ} is stale and the mapping was built from it"]
@@ -197,7 +201,8 @@ def matches_verdict(e, data: np.ndarray, m: DraftMapping) -> Verdict:
                if m.producer == "specforge" else ", ties by id, padding with the lowest unused ids") + ")",
                f"draft size {n:,}; {exp.distinct:,} distinct supervised ids over {total:,} supervised tokens"]
     if exp.open_choice:
-        details.append(f"{exp.open_choice:,} ids of equal count at the boundary: the rule leaves their order to the data")
+        details.append(f"{exp.open_choice:,} ids of equal count at the boundary: "
+                       "the rule leaves their order to the data")
     problems = []
     if len(left_out):
         overlap = 1 - len(left_out) / n if n else 0.0
@@ -216,9 +221,9 @@ def matches_verdict(e, data: np.ndarray, m: DraftMapping) -> Verdict:
         details += _stale_pair(e, data, m, selected)[1]
     if exp.padding and not _policy(e).allow_padding:
         pad = np.setdiff1d(selected, np.flatnonzero(data), assume_unique=True)
-        problems.append(f"draft size {n:,} is larger than the {exp.distinct:,} distinct supervised ids: {len(pad):,} draft "
-                        f"ids ({pad[:3].tolist()}…) are padding that is never supervised; choose a draft size <= "
-                        f"{exp.distinct:,} (or [vocab] allow_padding = true)")
+        problems.append(f"draft size {n:,} is larger than the {exp.distinct:,} distinct supervised ids: "
+                        f"{len(pad):,} draft ids ({pad[:3].tolist()}…) are padding that is never supervised; "
+                        f"choose a draft size <= {exp.distinct:,} (or [vocab] allow_padding = true)")
     result = CheckResult(MATCHES, "dataset", rows_checked=e.dataset.num_rows, message="; ".join(problems))
     return Verdict(result, details)
 
@@ -300,6 +305,57 @@ def _carrier(e, w) -> CheckResult:
     return CheckResult(COVERAGE, w.shard.id, rows_checked=len(w.view.rows))
 
 
+def _merged_rows(parts: list[dict]) -> dict[str, Any]:
+    """The shards' per-row partials summed: coverage histogram, rows, rows below the floor, lowest rows, misses."""
+    merged: dict[str, Any] = {"hist": np.zeros(ROW_BINS + 1, dtype=np.int64), "rows": 0, "below": 0,
+                              "below_rows": [], "lowest": [], "missed": {}}
+    for p in parts:
+        merged["hist"] += np.asarray(p["row_hist"], dtype=np.int64)
+        merged["rows"] += p["rows"]
+        merged["below"] += p.get("below", 0)
+        merged["below_rows"] += p.get("below_rows", [])
+        merged["lowest"] += p["lowest"]
+        for k, v in (p.get("missed_by_role") or {}).items():
+            merged["missed"][k] = merged["missed"].get(k, 0) + v
+    merged["lowest"].sort(key=lambda x: x[1])
+    return merged
+
+
+def _coverage_by_role(parts: list[dict], stats: list[dict], missed: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Supervised and covered tokens per role; empty when no shard had role labels (no tokenizer)."""
+    role_sup: dict[str, int] = {}
+    for st in stats:
+        for k, v in (st.get("role_supervised") or {}).items():
+            role_sup[k] = role_sup.get(k, 0) + int(v)
+    by_role: dict[str, dict[str, Any]] = {}
+    if not (role_sup and any("missed_by_role" in p for p in parts)):
+        return by_role
+    for role, label in ROLES.items():
+        sup = role_sup.get(role.name.lower(), 0)
+        if sup:
+            by_role[label] = {"supervised": sup, "covered": sup - missed.get(role.name.lower(), 0),
+                              "share": (sup - missed.get(role.name.lower(), 0)) / sup}
+    return by_role
+
+
+def _special_tokens_lost(e, data: np.ndarray, ids: np.ndarray, inside: np.ndarray,
+                         problems: list[str], details: list[str]) -> None:
+    """A supervised special token outside the draft vocabulary is a problem: the drafter never predicts it."""
+    if e.vocab is None:
+        details.append("special tokens: not checked (no tokenizer)")
+        return
+    special = np.zeros(len(data), dtype=bool)
+    sp = e.special_ids
+    special[:min(len(sp), len(data))] = sp[:len(data)]
+    lost = ids[special[ids] & ~inside]
+    if len(lost):
+        problems.append(f"{len(lost)} special token(s) the mask supervises are outside the draft vocabulary, "
+                        "so the drafter never predicts them: "
+                        + "; ".join(f"{_name(e, int(i))} ×{int(data[i]):,}" for i in lost[:5]))
+    else:
+        details.append(f"every supervised special token is covered ({int((special[ids]).sum())} distinct)")
+
+
 def coverage_verdict(e, data: np.ndarray, m: DraftMapping, parts: list[dict], stats: list[dict]) -> Verdict:
     """Overall from the exact counts; per role and per row from the shards' partials."""
     policy = _policy(e)
@@ -309,59 +365,33 @@ def coverage_verdict(e, data: np.ndarray, m: DraftMapping, parts: list[dict], st
     inside = np.take(table, ids, mode="clip")
     covered = int(data[ids[inside]].sum())
     overall = covered / total if total else 1.0
-    problems, details = [], [f"draft vocabulary of {len(m.d2t):,} ids covers {covered:,} of {total:,} supervised tokens "
-                              f"({overall:.4%}); {int((~inside).sum()):,} of {len(ids):,} distinct supervised ids are outside it"]
-    role_sup: dict[str, int] = {}
-    for st in stats:
-        for k, v in (st.get("role_supervised") or {}).items():
-            role_sup[k] = role_sup.get(k, 0) + int(v)
-    missed: dict[str, int] = {}
-    hist = np.zeros(ROW_BINS + 1, dtype=np.int64)
-    rows, below, below_rows, lowest = 0, 0, [], []
-    for p in parts:
-        hist += np.asarray(p["row_hist"], dtype=np.int64)
-        rows += p["rows"]
-        below += p.get("below", 0)
-        below_rows += p.get("below_rows", [])
-        lowest += p["lowest"]
-        for k, v in (p.get("missed_by_role") or {}).items():
-            missed[k] = missed.get(k, 0) + v
-    by_role = {}
-    if role_sup and any("missed_by_role" in p for p in parts):
-        for role, label in ROLES.items():
-            sup = role_sup.get(role.name.lower(), 0)
-            if sup:
-                by_role[label] = {"supervised": sup, "covered": sup - missed.get(role.name.lower(), 0),
-                                  "share": (sup - missed.get(role.name.lower(), 0)) / sup}
-        details.append("per role (span-oracle labels): " + "; ".join(f"{k} {v['share']:.3%} of {v['supervised']:,}"
-                                                                     for k, v in by_role.items()))
+    problems = []
+    details = [f"draft vocabulary of {len(m.d2t):,} ids covers {covered:,} of {total:,} supervised tokens "
+               f"({overall:.4%}); {int((~inside).sum()):,} of {len(ids):,} distinct supervised ids are outside it"]
+    rows = _merged_rows(parts)
+    by_role = _coverage_by_role(parts, stats, rows["missed"])
+    if by_role:
+        details.append("per role (span-oracle labels): "
+                       + "; ".join(f"{k} {v['share']:.3%} of {v['supervised']:,}" for k, v in by_role.items()))
     else:
         details.append("per role: not measured (no tokenizer, so no role labels)")
-    lowest.sort(key=lambda x: x[1])
-    if lowest:
-        details.append("lowest rows: " + ", ".join(f"row {r:,} {s:.1%}" for r, s in lowest[:5]))
-    details.append(f"rows fully covered: {int(hist[-1]):,} of {rows:,}")
-    if e.vocab is not None:
-        special = np.zeros(len(data), dtype=bool)
-        sp = e.special_ids
-        special[:min(len(sp), len(data))] = sp[:len(data)]
-        lost = ids[special[ids] & ~inside]
-        if len(lost):
-            problems.append(f"{len(lost)} special token(s) the mask supervises are outside the draft vocabulary, so the "
-                            "drafter never predicts them: " + "; ".join(f"{_name(e, int(i))} ×{int(data[i]):,}" for i in lost[:5]))
-        else:
-            details.append(f"every supervised special token is covered ({int((special[ids]).sum())} distinct)")
-    else:
-        details.append("special tokens: not checked (no tokenizer)")
+    if rows["lowest"]:
+        details.append("lowest rows: " + ", ".join(f"row {r:,} {s:.1%}" for r, s in rows["lowest"][:5]))
+    details.append(f"rows fully covered: {int(rows['hist'][-1]):,} of {rows['rows']:,}")
+    _special_tokens_lost(e, data, ids, inside, problems, details)
     if policy.min_coverage is not None and overall < policy.min_coverage:
-        problems.append(f"covers {overall:.4%} of the supervised tokens, below [vocab] min_coverage = {policy.min_coverage:.4%}")
-    if below:
-        problems.append(f"{below:,} rows are covered below [vocab] min_row_coverage = {policy.min_row_coverage:.1%} "
-                        f"(first rows {', '.join(f'{r:,}' for r in sorted(below_rows)[:5])})")
+        problems.append(f"covers {overall:.4%} of the supervised tokens, "
+                        f"below [vocab] min_coverage = {policy.min_coverage:.4%}")
+    if rows["below"]:
+        first = ", ".join(f"{r:,}" for r in sorted(rows["below_rows"])[:5])
+        problems.append(f"{rows['below']:,} rows are covered below [vocab] min_row_coverage = "
+                        f"{policy.min_row_coverage:.1%} (first rows {first})")
     figures = {"overall": overall, "supervised": total, "covered": covered, "draft_vocab_size": len(m.d2t),
-               "by_role": by_role, "row_hist": [int(x) for x in hist], "row_bins": ROW_BINS, "rows": rows,
-               "rows_below": below, "min_coverage": policy.min_coverage, "min_row_coverage": policy.min_row_coverage}
-    result = CheckResult(COVERAGE, "dataset", rows_checked=rows, rows_violating=below, message="; ".join(problems))
+               "by_role": by_role, "row_hist": [int(x) for x in rows["hist"]], "row_bins": ROW_BINS,
+               "rows": rows["rows"], "rows_below": rows["below"], "min_coverage": policy.min_coverage,
+               "min_row_coverage": policy.min_row_coverage}
+    result = CheckResult(COVERAGE, "dataset", rows_checked=rows["rows"], rows_violating=rows["below"],
+                         message="; ".join(problems))
     return Verdict(result, details, figures)
 
 
@@ -377,5 +407,6 @@ register(Spec(CONSISTENT, Scope.DATASET, "d2t/t2d are one well-formed draft voca
               needs=frozenset(), run=check_consistent))
 register(Spec(MATCHES, Scope.WHOLE, "the draft vocabulary is the one this dataset's supervised counts produce",
               needs=frozenset({IDS, MASK}), reduce=_reduce_matches))
-register(Spec(COVERAGE, Scope.WHOLE, "the draft vocabulary covers the supervised tokens: overall, per row, special tokens",
+register(Spec(COVERAGE, Scope.WHOLE,
+              "the draft vocabulary covers the supervised tokens: overall, per row, special tokens",
               needs=frozenset({IDS, MASK}), run=_carrier, partial=shard_coverage, reduce=_reduce_coverage))

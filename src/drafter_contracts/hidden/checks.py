@@ -89,7 +89,8 @@ def check_coverage(missing: np.ndarray, rows_checked: int, extras: list[tuple[st
         for name, why in extras:
             reasons.setdefault(why, []).append(name)
             result.by_reason[f"extra file: {why}"] = result.by_reason.get(f"extra file: {why}", 0) + 1
-        shown = "; ".join(f"{', '.join(names[:5])}{' …' if len(names) > 5 else ''}: {why}" for why, names in reasons.items())
+        shown = "; ".join(f"{', '.join(names[:5])}{' …' if len(names) > 5 else ''}: {why}"
+                          for why, names in reasons.items())
         parts.append(f"{extra_count:,} extra entr{'y' if extra_count == 1 else 'ies'} ({shown})")
     result.message = "; ".join(parts)
     return result
@@ -108,7 +109,8 @@ class Declared:
     source: str
 
     def text(self) -> str:
-        dims = f"[seq_len, {self.num_layers if self.num_layers else '?'}, {self.hidden_size if self.hidden_size else '?'}]"
+        layers, hidden = self.num_layers or "?", self.hidden_size or "?"
+        dims = f"[seq_len, {layers}, {hidden}]"
         return f"{dims} {self.dtype or '?'} ({self.source})"
 
 
@@ -146,7 +148,8 @@ def shape_problems(tensors: dict, declared: Declared) -> list[tuple[str, str]]:
 
 
 def check_alignment(scope: str, rows: np.ndarray, file_ids: list[np.ndarray], row_values: np.ndarray,
-                    row_offsets: np.ndarray, first_row: int, neighbours: dict[bytes, int]) -> tuple[CheckResult, set[int]]:
+                    row_offsets: np.ndarray, first_row: int, neighbours: dict[bytes, int]
+                    ) -> tuple[CheckResult, set[int]]:
     """``token_ids`` of file i equal row i's ``input_ids`` exactly.
 
     ``rows``: global rows whose file was read; ``file_ids``: their token_ids; ``row_values`` /
@@ -191,7 +194,8 @@ def check_alignment(scope: str, rows: np.ndarray, file_ids: list[np.ndarray], ro
         else:
             p = int(first_diff[k])
             f.add(row, "token_ids differ from the row's input_ids (an earlier tokenization?)",
-                  f"first at position {p:,}: file {int(file_ids[k][p])}, row {int(row_values[row_offsets[row - first_row] + p])}",
+                  f"first at position {p:,}: file {int(file_ids[k][p])}, "
+                  f"row {int(row_values[row_offsets[row - first_row] + p])}",
                   position=p)
     return f.result(len(rows)), set(f.rows)
 
@@ -212,64 +216,95 @@ def coords(hidden: int) -> np.ndarray:
     return np.unique(np.linspace(0, hidden - 1, min(FINGERPRINT_COORDS, hidden)).astype(np.int64))
 
 
-def file_values(tot: np.ndarray, sq: np.ndarray, hidden: int, scales: np.ndarray | None, at: np.ndarray,
-                positions: Callable[[np.ndarray], np.ndarray]) -> FileValues:
-    """Finite, no zero or constant vectors, and the norms, from each (position, layer) vector's sum ``tot`` and
-    sum of squares ``sq`` ([seq_len, layers], float64; hidden/moments.py); float8 files: of the stored values,
-    ``scales`` the per-position scales. ``positions(p)`` decodes the given positions (float32 [len(p), layers,
-    hidden], unscaled) for the fingerprints at ``at`` and for naming a non-finite value."""
-    s, layers = sq.shape
-    problems: list[tuple[str, str, int]] = []
-    if scales is not None:
-        scales = scales.reshape(-1)[:s].astype(np.float64)
-        bad_scale = ~np.isfinite(scales) | (scales <= 0)
-        if bad_scale.any():
-            p = int(np.flatnonzero(bad_scale)[0])
-            problems.append(("float8 scale not a positive finite number", f"{scales[p]!r} at position {p:,} "
-                             f"({int(bad_scale.sum()):,} positions)", p))
-            return FileValues(problems, None, None)
-        sq = sq * (scales * scales)[:, None]
-        tot = tot * scales[:, None]
-    finite = np.isfinite(sq) & np.isfinite(tot)  # NaN and infinities propagate into both sums
-    if not finite.all():
-        p, l = (int(v[0]) for v in np.nonzero(~finite))
-        block = positions(np.array([p]))[0, l]
-        kind = "NaN" if np.isnan(block).any() else "infinite value"
-        n = int((~np.isfinite(block)).sum())
-        problems.append(("non-finite values", f"{kind} at position {p:,}, layer {l} ({n:,} values in that vector; "
-                         f"{int((~finite).sum()):,} vector(s) affected)", p))
-        return FileValues(problems, None, None)
+def _bad_scale(scales: np.ndarray) -> tuple[str, str, int] | None:
+    """A float8 file's per-position scale that is not a positive finite number."""
+    bad_scale = ~np.isfinite(scales) | (scales <= 0)
+    if not bad_scale.any():
+        return None
+    p = int(np.flatnonzero(bad_scale)[0])
+    return ("float8 scale not a positive finite number",
+            f"{scales[p]!r} at position {p:,} ({int(bad_scale.sum()):,} positions)", p)
+
+
+def _non_finite(tot: np.ndarray, sq: np.ndarray, positions: Callable[[np.ndarray], np.ndarray]
+                ) -> tuple[str, str, int] | None:
+    """The first vector holding NaN or an infinity (they propagate into both sums), named from its values."""
+    finite = np.isfinite(sq) & np.isfinite(tot)
+    if finite.all():
+        return None
+    p, l = (int(v[0]) for v in np.nonzero(~finite))
+    block = positions(np.array([p]))[0, l]
+    kind = "NaN" if np.isnan(block).any() else "infinite value"
+    n = int((~np.isfinite(block)).sum())
+    return ("non-finite values", f"{kind} at position {p:,}, layer {l} ({n:,} values in that vector; "
+            f"{int((~finite).sum()):,} vector(s) affected)", p)
+
+
+def _zero_vectors(sq: np.ndarray) -> tuple[str, str, int] | None:
+    """Zero vectors, named at the widest scale they cover: everything, a layer, a position, or one vector."""
     zero = sq == 0
-    if zero.any():
-        zl, zp = zero.all(axis=0), zero.all(axis=1)
-        if zero.all():
-            problems.append(("all values zero", f"{s:,} positions × {layers} layers", -1))
-        elif zl.any():
-            problems.append(("a layer is all zero", f"layer {int(np.flatnonzero(zl)[0])} of {layers}, every position", -1))
-        elif zp.any():
-            p = int(np.flatnonzero(zp)[0])
-            problems.append(("a position is all zero", f"position {p:,} ({int(zp.sum()):,} such positions), every layer", p))
-        else:
-            p, l = (int(v[0]) for v in np.nonzero(zero))
-            problems.append(("a zero vector", f"position {p:,}, layer {l} ({int(zero.sum()):,} such vectors)", p))
-        return FileValues(problems, None, None)
+    if not zero.any():
+        return None
+    s, layers = sq.shape
+    zl, zp = zero.all(axis=0), zero.all(axis=1)
+    if zero.all():
+        return ("all values zero", f"{s:,} positions × {layers} layers", -1)
+    if zl.any():
+        return ("a layer is all zero", f"layer {int(np.flatnonzero(zl)[0])} of {layers}, every position", -1)
+    if zp.any():
+        p = int(np.flatnonzero(zp)[0])
+        return ("a position is all zero", f"position {p:,} ({int(zp.sum()):,} such positions), every layer", p)
+    p, l = (int(v[0]) for v in np.nonzero(zero))
+    return ("a zero vector", f"position {p:,}, layer {l} ({int(zero.sum()):,} such vectors)", p)
+
+
+def _constant_vector(tot: np.ndarray, sq: np.ndarray, hidden: int) -> tuple[str, str, int] | None:
+    """A vector whose values are all one number (variance nil against its mean square)."""
     mean = tot / hidden
     var = sq / hidden - mean * mean
     const = var <= 1e-6 * (sq / hidden)
-    if const.any():
-        p, l = (int(v[0]) for v in np.nonzero(const))
-        problems.append(("a constant vector", f"position {p:,}, layer {l}: every value {float(mean[p, l]):.4g} "
-                         f"({int(const.sum()):,} such vectors)", p))
-        return FileValues(problems, None, None)
+    if not const.any():
+        return None
+    p, l = (int(v[0]) for v in np.nonzero(const))
+    return ("a constant vector", f"position {p:,}, layer {l}: every value {float(mean[p, l]):.4g} "
+            f"({int(const.sum()):,} such vectors)", p)
+
+
+def _bucket_log_norms(sq: np.ndarray) -> np.ndarray:
+    """Mean log-norm per layer and position bucket (float32 [layers, buckets], NaN past the file's end)."""
+    s, layers = sq.shape
     logn = 0.5 * np.log(sq)  # [s, layers]
     starts = BUCKET_EDGES[BUCKET_EDGES < s]
     sums = np.add.reduceat(logn, starts, axis=0)
     counts = np.diff(np.append(starts, s))
     out = np.full((layers, len(BUCKET_EDGES)), np.nan, dtype=np.float32)
     out[:, :len(starts)] = (sums / counts[:, None]).T
+    return out
+
+
+def file_values(tot: np.ndarray, sq: np.ndarray, hidden: int, scales: np.ndarray | None, at: np.ndarray,
+                positions: Callable[[np.ndarray], np.ndarray]) -> FileValues:
+    """Finite, no zero or constant vectors, and the norms, from each (position, layer) vector's sum ``tot`` and
+    sum of squares ``sq`` ([seq_len, layers], float64; hidden/moments.py); float8 files: of the stored values,
+    ``scales`` the per-position scales. ``positions(p)`` decodes the given positions (float32 [len(p), layers,
+    hidden], unscaled) for the fingerprints at ``at`` and for naming a non-finite value.
+
+    It stops at the first defect: the later tests would read values an earlier one already condemned.
+    """
+    s = sq.shape[0]
+    if scales is not None:
+        scales = scales.reshape(-1)[:s].astype(np.float64)
+        problem = _bad_scale(scales)
+        if problem is not None:
+            return FileValues([problem], None, None)
+        sq = sq * (scales * scales)[:, None]
+        tot = tot * scales[:, None]
+    problem = _non_finite(tot, sq, positions) or _zero_vectors(sq) or _constant_vector(tot, sq, hidden)
+    if problem is not None:
+        return FileValues([problem], None, None)
     fp = None
     if len(at):
         fp = positions(at)[:, :, coords(hidden)].astype(np.float32)
         if scales is not None:
             fp *= scales[at][:, None, None].astype(np.float32)
-    return FileValues(problems, out, fp)
+    return FileValues([], _bucket_log_norms(sq), fp)

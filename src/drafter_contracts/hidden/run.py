@@ -28,7 +28,8 @@ from . import checks as C
 from .plan import file_name, list_folder
 from .policy import DTYPES, HiddenPolicy, read_model_config
 from .moments import moments
-from .reader import DTYPE_NAMES, ITEMSIZE, Decoder, HeaderError, SequentialReader, int_tensor, open_header
+from .reader import (DTYPE_NAMES, ITEMSIZE, Decoder, Header, HeaderError, SequentialReader, int_tensor,
+                     open_header)
 
 #: Files whose headers decide the folder's shape and dtype when nothing declares them.
 CONSENSUS_FILES = 64
@@ -37,7 +38,8 @@ _CP_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def prefix_keys(values: np.ndarray, offsets: np.ndarray, first_row: int = 0,
-                checkpoints: np.ndarray = C.CHECKPOINTS, chunk: int = 2048) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                checkpoints: np.ndarray = C.CHECKPOINTS, chunk: int = 2048
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, checkpoint position, 64-bit key of the row's first p+1 tokens) for every checkpoint p inside a row.
 
     Vectorised over rows: each chunk gathers the first ``checkpoints[-1] + 1`` tokens of its
@@ -236,79 +238,89 @@ class HiddenRun:
     def run_shard(self, shard: Shard) -> ShardOutcome:
         """Each file opened once: header, token_ids and (value pass) the tensor read front to back, then closed."""
         scope = shard.id
-        header, shape, values = C.Findings(C.HEADER, scope), C.Findings(C.SHAPE, scope), C.Findings(C.VALUES, scope)
-        declared = self.declared
-        read_rows: list[int] = []
-        no_file: list[int] = []
-        read_ids: list[np.ndarray] = []
-        kept: list[tuple[int, C.FileValues, np.ndarray, np.ndarray]] = []  # row, values, fingerprint positions, keys
-        work = _ValueWork() if self.values else None
-        if work is not None:
-            work.prefixes = self._shard_prefixes(shard)
+        scan = _ShardScan(C.Findings(C.HEADER, scope), C.Findings(C.SHAPE, scope), C.Findings(C.VALUES, scope),
+                          _ValueWork() if self.values else None)
+        if scan.work is not None:
+            scan.work.prefixes = self._shard_prefixes(shard)
         started = time.time()
-        head_seconds = head_bytes = files = valued = 0
         for i in range(shard.start, shard.stop):
+            self._scan_file(scan, i)
+        return self._shard_outcome(shard, scan, started)
+
+    def _scan_file(self, scan: _ShardScan, i: int) -> None:
+        """Row ``i``'s file: its header and token_ids, then (value pass) its values; a defect is its findings'."""
+        t0 = time.perf_counter()
+        path = str(self.folder / file_name(i))
+        try:
+            fd, h = open_header(path)
+        except FileNotFoundError:
+            scan.no_file.append(i)  # hs_coverage names it
+            return
+        except HeaderError as exc:
+            scan.files += 1
+            scan.header.add(i, _header_reason(str(exc)), f"{file_name(i)}: {exc}")
+            return
+        except OSError as exc:
+            scan.files += 1
+            scan.header.add(i, "file cannot be read", f"{file_name(i)}: {exc.strerror or exc}")
+            return
+        scan.files += 1
+        scan.head_bytes += len(h.head)
+        in_values = False
+        try:
+            missing = [k for k in ("token_ids", "hidden_states") if k not in h.tensors]
+            if missing:
+                scan.header.add(i, "a required tensor is missing", f"{file_name(i)} lacks {', '.join(missing)} "
+                                f"(holds {', '.join(sorted(h.tensors)) or 'nothing'})")
+                return
+            problems = C.shape_problems(h.tensors, self.declared)
+            tok = h.tensors["token_ids"]
+            if tok.dtype in ("I64", "I32") and len(tok.shape) == 1:
+                scan.read_rows.append(i)
+                scan.read_ids.append(int_tensor(h.read(fd, "token_ids"), tok.dtype))
+            if problems:
+                reason, detail = problems[0]
+                scan.shape.add(i, reason, f"{file_name(i)}: {detail}")
+                return
+            scan.head_seconds += time.perf_counter() - t0
+            if scan.work is not None:
+                in_values = True
+                self._scan_values(scan, i, fd, h)
             t0 = time.perf_counter()
-            path = str(self.folder / file_name(i))
-            try:
-                fd, h = open_header(path)
-            except FileNotFoundError:
-                no_file.append(i)  # hs_coverage names it
-                continue
-            except HeaderError as exc:
-                files += 1
-                header.add(i, _header_reason(str(exc)), f"{file_name(i)}: {exc}")
-                continue
-            except OSError as exc:
-                files += 1
-                header.add(i, "file cannot be read", f"{file_name(i)}: {exc.strerror or exc}")
-                continue
-            files += 1
-            head_bytes += len(h.head)
-            in_values = False
-            try:
-                missing = [k for k in ("token_ids", "hidden_states") if k not in h.tensors]
-                if missing:
-                    header.add(i, "a required tensor is missing", f"{file_name(i)} lacks {', '.join(missing)} "
-                               f"(holds {', '.join(sorted(h.tensors)) or 'nothing'})")
-                    continue
-                problems = C.shape_problems(h.tensors, declared)
-                tok = h.tensors["token_ids"]
-                if tok.dtype in ("I64", "I32") and len(tok.shape) == 1:
-                    read_rows.append(i)
-                    read_ids.append(int_tensor(h.read(fd, "token_ids"), tok.dtype))
-                if problems:
-                    reason, detail = problems[0]
-                    shape.add(i, reason, f"{file_name(i)}: {detail}")
-                    continue
-                head_seconds += time.perf_counter() - t0
-                if work is not None:
-                    valued += 1
-                    in_values = True
-                    t1 = time.perf_counter()
-                    fv, at, keys = work.file(i, fd, h)
-                    work.seconds += time.perf_counter() - t1
-                    if fv.problems:
-                        reason, detail, pos = fv.problems[0]
-                        values.add(i, reason, f"{file_name(i)}: {detail}", pos)
-                    else:
-                        kept.append((i, fv, at, keys))
-                t0 = time.perf_counter()
-            except HeaderError as exc:
-                (values if in_values else header).add(i, "file cannot be read", f"{file_name(i)}: {exc}")
-            finally:
-                os.close(fd)
-                head_seconds += time.perf_counter() - t0
-        alignment, misaligned = self._alignment(shard, read_rows, read_ids)
+        except HeaderError as exc:
+            (scan.values if in_values else scan.header).add(i, "file cannot be read", f"{file_name(i)}: {exc}")
+        finally:
+            os.close(fd)
+            scan.head_seconds += time.perf_counter() - t0
+
+    @staticmethod
+    def _scan_values(scan: _ShardScan, i: int, fd: int, h: Header) -> None:
+        """The value pass over one file whose header is sound: its problem, or its norms and fingerprints kept."""
+        work = scan.work
+        scan.valued += 1
+        t1 = time.perf_counter()
+        fv, at, keys = work.file(i, fd, h)
+        work.seconds += time.perf_counter() - t1
+        if fv.problems:
+            reason, detail, pos = fv.problems[0]
+            scan.values.add(i, reason, f"{file_name(i)}: {detail}", pos)
+        else:
+            scan.kept.append((i, fv, at, keys))
+
+    def _shard_outcome(self, shard: Shard, scan: _ShardScan, started: float) -> ShardOutcome:
+        """The shard's four results, its missing files, figures and the partials the controller merges."""
+        alignment, misaligned = self._alignment(shard, scan.read_rows, scan.read_ids)
         self.dataset.release_pages()  # the rows' ids were read through the Arrow maps: hand the pages back
-        norms, prefixes = _partials(kept, misaligned, self.declared, work, self.policy.prefix_rtol)
-        figures = {"files": files, "header_bytes": head_bytes, "header_seconds": head_seconds,
+        work = scan.work
+        norms, prefixes = _partials(scan.kept, misaligned, self.declared, work, self.policy.prefix_rtol)
+        figures = {"files": scan.files, "header_bytes": scan.head_bytes, "header_seconds": scan.head_seconds,
                    "value_bytes": work.bytes if work else 0, "value_seconds": work.seconds if work else 0.0,
                    "started_first": started, "ended_last": time.time()}
         off = "value pass off ([hidden_states] values = false or --hs-headers-only)"
-        results = [header.result(files), shape.result(files - len(set(header.rows))), alignment,
-                   values.result(valued) if self.values else CheckResult(C.VALUES, scope, skipped=off)]
-        return ShardOutcome(results, np.array(no_file, dtype=np.int64), figures, norms, prefixes)
+        results = [scan.header.result(scan.files), scan.shape.result(scan.files - len(set(scan.header.rows))),
+                   alignment,
+                   scan.values.result(scan.valued) if self.values else CheckResult(C.VALUES, shard.id, skipped=off)]
+        return ShardOutcome(results, np.array(scan.no_file, dtype=np.int64), figures, norms, prefixes)
 
     def _alignment(self, shard: Shard, rows: list[int], ids: list[np.ndarray]) -> tuple[CheckResult, set[int]]:
         lo, hi = max(0, shard.start - 1), min(self.num_rows, shard.stop + 1)
@@ -318,12 +330,31 @@ class HiddenRun:
         return C.check_alignment(shard.id, np.array(rows, dtype=np.int64), ids, col.values, col.offsets, lo, neighbours)
 
 
+@dataclass
+class _ShardScan:
+    """What one shard's pass over its files gathers, file by file."""
+
+    header: C.Findings
+    shape: C.Findings
+    values: C.Findings
+    work: _ValueWork | None
+    read_rows: list[int] = field(default_factory=list)
+    no_file: list[int] = field(default_factory=list)
+    read_ids: list[np.ndarray] = field(default_factory=list)
+    kept: list[tuple[int, C.FileValues, np.ndarray, np.ndarray]] = field(default_factory=list)  # row, values, at, keys
+    head_seconds: float = 0.0
+    head_bytes: int = 0
+    files: int = 0
+    valued: int = 0
+
+
 class _ValueWork:
     """The value pass's reused buffers and its running totals over one shard."""
 
     def __init__(self) -> None:
         self.reader, self.decoder = SequentialReader(), Decoder()
-        self.prefixes: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.zeros(0, np.int64),) * 2 + (np.zeros(0, np.uint64),)
+        self.prefixes: tuple[np.ndarray, np.ndarray, np.ndarray] = (
+            (np.zeros(0, np.int64),) * 2 + (np.zeros(0, np.uint64),))
         self.bytes = 0
         self.seconds = 0.0
 
@@ -362,14 +393,16 @@ def _partials(kept: list, misaligned: set[int], declared: C.Declared, work: _Val
     norms = {
         "layers": int(layers),
         "rows": np.array([k[0] for k in kept], dtype=np.int64),
-        "norms": (np.stack([k[1].log_norms for k in kept]).astype(np.float16).ravel() if kept else np.zeros(0, np.float16)),
+        "norms": (np.stack([k[1].log_norms for k in kept]).astype(np.float16).ravel() if kept
+                  else np.zeros(0, np.float16)),
     }
     prefixes = {
         "layers": int(layers), "coords": coords, "rtol": rtol,
         "rows": np.concatenate([np.full(len(k[2]), k[0], np.int64) for k in fps]) if fps else np.zeros(0, np.int64),
         "pos": np.concatenate([k[2] for k in fps]) if fps else np.zeros(0, np.int64),
         "keys": np.concatenate([k[3] for k in fps]) if fps else np.zeros(0, np.uint64),
-        "fp": np.concatenate([k[1].fingerprints for k in fps]).astype(np.float32).ravel() if fps else np.zeros(0, np.float32),
+        "fp": (np.concatenate([k[1].fingerprints for k in fps]).astype(np.float32).ravel() if fps
+               else np.zeros(0, np.float32)),
     }
     return norms, prefixes
 
@@ -381,7 +414,8 @@ def _positions(raw: Any, dtype: str, layers: int, hidden: int, decoder: Decoder)
 
     def get(pos: np.ndarray) -> np.ndarray:
         mv = memoryview(raw)
-        parts = [decoder.decode(mv[int(p) * width * size:(int(p) + 1) * width * size], dtype, width).copy() for p in pos]
+        parts = [decoder.decode(mv[int(p) * width * size:(int(p) + 1) * width * size], dtype, width).copy()
+                 for p in pos]
         return np.stack(parts).reshape(len(pos), layers, hidden) if parts else np.zeros((0, layers, hidden), np.float32)
 
     return get

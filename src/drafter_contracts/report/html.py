@@ -22,24 +22,30 @@ ROLE_COLOURS = {
 VERDICT_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "warn": "#bc4c00", "skip": "#9a6700", "incomplete": "#8250df"}
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#1f2328;padding:0 16px}
-h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#1f2328;\
+padding:0 16px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;\
+padding-bottom:4px}
 .meta{color:#57606a;margin:2px 0} code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
-table{border-collapse:collapse;width:100%} th,td{border-bottom:1px solid #eaeef2;padding:5px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;width:100%} th,td{border-bottom:1px solid #eaeef2;padding:5px 8px;text-align:left;\
+vertical-align:top}
 th{background:#f6f8fa;font-weight:600} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.badge{display:inline-block;min-width:38px;text-align:center;color:#fff;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600}
+.badge{display:inline-block;min-width:38px;text-align:center;color:#fff;border-radius:10px;padding:1px 8px;\
+font-size:12px;font-weight:600}
 .overall{font-size:16px;padding:3px 12px}
 .plots{display:flex;flex-wrap:wrap;gap:18px} figure{margin:0;border:1px solid #d0d7de;border-radius:6px;padding:8px}
 figcaption{font-size:12.5px;color:#57606a;max-width:540px}
 pre.details{background:#f6f8fa;padding:10px;border-radius:6px;white-space:pre-wrap;margin:6px 0}
 .row{border:1px solid #d0d7de;border-radius:6px;margin:10px 0;padding:8px}
 .row .head{font-size:13px;color:#57606a;margin-bottom:6px}
-.excerpt{white-space:pre-wrap;word-break:break-word;font-family:ui-monospace,Menlo,monospace;font-size:12.5px;line-height:1.7}
+.excerpt{white-space:pre-wrap;word-break:break-word;font-family:ui-monospace,Menlo,monospace;font-size:12.5px;\
+line-height:1.7}
 .seg{border-radius:2px;padding:1px 0}
 .seg.sup{text-decoration:underline 2px #1a7f37;font-weight:600}
 .seg.off{outline:2px solid #cf222e;outline-offset:1px}
 .gap{color:#888;padding:0 .4em}
-.tag{font:600 10px system-ui,sans-serif;color:#57606a;background:#fff;border:1px solid #d0d7de;border-radius:3px;padding:0 3px;margin:0 2px;vertical-align:1px}
+.tag{font:600 10px system-ui,sans-serif;color:#57606a;background:#fff;border:1px solid #d0d7de;border-radius:3px;\
+padding:0 3px;margin:0 2px;vertical-align:1px}
 .legend span{margin-right:10px;padding:1px 5px;border-radius:3px;font-size:12px}
 .hidden{display:none}
 """
@@ -103,6 +109,12 @@ def _axis_y(ymax: int) -> list[str]:
     return out
 
 
+def _rows_label() -> str:
+    """The rotated "rows" label of a histogram's y axis."""
+    return (f'<text x="14" y="{H / 2}" transform="rotate(-90 14 {H / 2})" text-anchor="middle" '
+            f'font-size="12">rows</text>')
+
+
 def seq_len_svg(edges: list[int], hist: list[int], min_len: int | None, max_len: int | None) -> str:
     """Histogram of seq_len on a log x axis, with the contract's bounds drawn as dashed lines."""
     nz = [i for i, c in enumerate(hist) if c]
@@ -121,8 +133,9 @@ def seq_len_svg(edges: list[int], hist: list[int], min_len: int | None, max_len:
     # rows at the truncation cap are what a reader looks for first.
     for v, label, dx, anchor in ((min_len, "min_len", 3, "start"), (max_len, "max_len", -3, "end")):
         if v:
-            parts.append(f'<line class="bound" x1="{x(v):.1f}" y1="{PAD_T}" x2="{x(v):.1f}" y2="{base}" stroke="#cf222e" '
-                         f'stroke-dasharray="5,3" stroke-width="1.5"/><text x="{x(v) + dx:.1f}" y="{PAD_T + 10}" '
+            parts.append(f'<line class="bound" x1="{x(v):.1f}" y1="{PAD_T}" x2="{x(v):.1f}" y2="{base}" '
+                         f'stroke="#cf222e" stroke-dasharray="5,3" stroke-width="1.5"/>'
+                         f'<text x="{x(v) + dx:.1f}" y="{PAD_T + 10}" '
                          f'text-anchor="{anchor}" font-size="11" fill="#cf222e">{label} {v:,}</text>')
     for i in nz:
         x0, x1 = x(edges[i]), x(edges[i + 1])
@@ -130,8 +143,9 @@ def seq_len_svg(edges: list[int], hist: list[int], min_len: int | None, max_len:
         at_cap = bool(max_len) and edges[i] <= max_len < edges[i + 1]
         if at_cap:  # wide enough to see beside the dashed line, in the bound's colour
             width = max(x1 - x0 - 0.5, CAP_BAR_MIN_WIDTH)
-            parts.append(f'<rect class="bar cap" x="{x0:.1f}" y="{base - h:.1f}" width="{width:.1f}" height="{h:.1f}" '
-                         f'fill="#fa4549" stroke="#82071e" stroke-width="0.6"><title>{edges[i]:,}..{edges[i + 1] - 1:,} '
+            parts.append(f'<rect class="bar cap" x="{x0:.1f}" y="{base - h:.1f}" width="{width:.1f}" '
+                         f'height="{h:.1f}" fill="#fa4549" stroke="#82071e" stroke-width="0.6">'
+                         f'<title>{edges[i]:,}..{edges[i + 1] - 1:,} '
                          f'tokens (holds max_len {max_len:,}): {hist[i]:,} rows</title></rect>'
                          f'<text class="cap-count" x="{x0 - 3:.1f}" y="{max(base - h - 3, PAD_T + 24):.1f}" '
                          f'text-anchor="end" font-size="11" fill="#82071e">{hist[i]:,} at cap</text>')
@@ -148,8 +162,8 @@ def seq_len_svg(edges: list[int], hist: list[int], min_len: int | None, max_len:
                              f'<text x="{x(v):.1f}" y="{base + 16}" text-anchor="middle" font-size="11">{v:,}</text>')
         decade *= 10
     parts.append(f'<line x1="{PAD_L}" y1="{base}" x2="{W - PAD_R}" y2="{base}" stroke="#57606a"/>'
-                 f'<text x="{(W + PAD_L) / 2}" y="{H - 6}" text-anchor="middle" font-size="12">seq_len (tokens, log scale)</text>'
-                 f'<text x="14" y="{H / 2}" transform="rotate(-90 14 {H / 2})" text-anchor="middle" font-size="12">rows</text></svg>')
+                 f'<text x="{(W + PAD_L) / 2}" y="{H - 6}" text-anchor="middle" font-size="12">'
+                 f'seq_len (tokens, log scale)</text>{_rows_label()}</svg>')
     return "".join(parts)
 
 
@@ -164,14 +178,15 @@ def share_svg(hist: list[int]) -> str:
     for i, c in enumerate(hist):
         if c:
             h = (H - PAD_T - PAD_B) * c / ymax
-            parts.append(f'<rect class="bar" x="{PAD_L + i * bw:.1f}" y="{base - h:.1f}" width="{bw - 1:.1f}" height="{h:.1f}" '
-                         f'fill="#4ac26b"><title>{i / n:.0%}..{(i + 1) / n:.0%} supervised: {c:,} rows</title></rect>')
+            parts.append(f'<rect class="bar" x="{PAD_L + i * bw:.1f}" y="{base - h:.1f}" width="{bw - 1:.1f}" '
+                         f'height="{h:.1f}" fill="#4ac26b">'
+                         f'<title>{i / n:.0%}..{(i + 1) / n:.0%} supervised: {c:,} rows</title></rect>')
     for t in range(0, 11, 2):
         xx = PAD_L + (W - PAD_L - PAD_R) * t / 10
         parts.append(f'<text x="{xx:.1f}" y="{base + 16}" text-anchor="middle" font-size="11">{t * 10}%</text>')
     parts.append(f'<line x1="{PAD_L}" y1="{base}" x2="{W - PAD_R}" y2="{base}" stroke="#57606a"/>'
-                 f'<text x="{(W + PAD_L) / 2}" y="{H - 6}" text-anchor="middle" font-size="12">supervised tokens / row length</text>'
-                 f'<text x="14" y="{H / 2}" transform="rotate(-90 14 {H / 2})" text-anchor="middle" font-size="12">rows</text></svg>')
+                 f'<text x="{(W + PAD_L) / 2}" y="{H - 6}" text-anchor="middle" font-size="12">'
+                 f'supervised tokens / row length</text>{_rows_label()}</svg>')
     return "".join(parts)
 
 
@@ -193,10 +208,12 @@ def roles_svg(all_tokens: dict[str, float], supervised: dict[str, float]) -> str
                      f'<title>{_e(r)}: {a:.2%} of all tokens</title></rect>'
                      f'<rect class="bar" x="{left}" y="{y + 12}" width="{width * s:.1f}" height="9" fill="#1a7f37">'
                      f'<title>{_e(r)}: {s:.2%} of supervised tokens</title></rect>'
-                     f'<text x="{left + width * max(a, s) + 4:.1f}" y="{y + 15}" font-size="11">{a:.1%} / {s:.1%}</text>')
+                     f'<text x="{left + width * max(a, s) + 4:.1f}" y="{y + 15}" font-size="11">'
+                     f'{a:.1%} / {s:.1%}</text>')
     y = PAD_T + row_h * len(roles) + 14
-    parts.append(f'<rect x="{left}" y="{y}" width="10" height="9" fill="#8c959f"/><text x="{left + 14}" y="{y + 9}" font-size="11">'
-                 f'share of all tokens</text><rect x="{left + 140}" y="{y}" width="10" height="9" fill="#1a7f37"/>'
+    parts.append(f'<rect x="{left}" y="{y}" width="10" height="9" fill="#8c959f"/>'
+                 f'<text x="{left + 14}" y="{y + 9}" font-size="11">share of all tokens</text>'
+                 f'<rect x="{left + 140}" y="{y}" width="10" height="9" fill="#1a7f37"/>'
                  f'<text x="{left + 154}" y="{y + 9}" font-size="11">share of supervised tokens</text></svg>')
     return "".join(parts)
 
@@ -290,74 +307,115 @@ def _unchecked(summary: dict[str, Any]) -> str:
     items, silent = summary.get("unchecked") or [], summary.get("unreported") or []
     if not items and not silent:
         return ""
-    rows = "".join(f'<tr><td><code>{_e(u["shard"])}</code></td><td class="num">{u["rows"][0]:,}..{u["rows"][1] - 1:,}</td>'
+    rows = "".join(f'<tr><td><code>{_e(u["shard"])}</code></td>'
+                   f'<td class="num">{u["rows"][0]:,}..{u["rows"][1] - 1:,}</td>'
                    f'<td>{_e(u["reason"])}</td></tr>' for u in items)
     rows += "".join(f'<tr><td><code>{_e(u["test"].rsplit("::", 1)[-1])}</code></td><td>no verdict</td>'
                     f'<td>{_e(u["reason"])}</td></tr>' for u in silent)
-    return (f'<h2 id="unchecked">Not checked</h2><p>{len(items)} shard(s) and {len(silent)} contract test(s) did not '
-            f'report: the contracts concerned are incomplete.</p>'
-            f'<table><thead><tr><th>shard or test</th><th>rows</th><th>why</th></tr></thead><tbody>{rows}</tbody></table>')
+    return (f'<h2 id="unchecked">Not checked</h2><p>{len(items)} shard(s) and {len(silent)} contract test(s) '
+            f'did not report: the contracts concerned are incomplete.</p>'
+            f'<table><thead><tr><th>shard or test</th><th>rows</th><th>why</th></tr></thead>'
+            f'<tbody>{rows}</tbody></table>')
 
 
-def render(summary: dict[str, Any]) -> str:
-    f, prof, checks = summary["figures"], summary.get("profile") or {}, summary["checks"]
-    contract, ds, tok = summary["contract"], summary["dataset"], summary["tokenizer"]
-    failed = [n for n, c in checks.items() if c["verdict"] == "fail"]
+def _overall(summary: dict[str, Any], failed: list[str]) -> str:
+    """The page's one word: fail on a failing contract or exit status, incomplete when a contract is."""
     overall = "fail" if failed or summary.get("exit_status") not in (0, None) else "pass"
-    if overall == "pass" and any(c["verdict"] == "incomplete" for c in checks.values()):
+    if overall == "pass" and any(c["verdict"] == "incomplete" for c in summary["checks"].values()):
         overall = "incomplete"
-    rows = []
+    return overall
+
+
+def _verdict_rows(summary: dict[str, Any]) -> str:
+    """One row per contract: verdict, tests, rows, its time and what it found."""
     seconds = (summary.get("timing") or {}).get("per_check_seconds") or {}
-    for name, c in checks.items():
-        rows.append(f'<tr data-verdict="{_e(c["verdict"])}"><td>{_badge(c["verdict"])}</td><td><code>{_e(name)}</code></td>'
+    rows = []
+    for name, c in summary["checks"].items():
+        rows.append(f'<tr data-verdict="{_e(c["verdict"])}"><td>{_badge(c["verdict"])}</td>'
+                    f'<td><code>{_e(name)}</code></td>'
                     f'<td class="num">{c["tests"]:,}</td><td class="num">{c["rows_checked"]:,}</td>'
                     f'<td class="num">{c["rows_violating"]:,}</td><td class="num" title="{seconds.get(name, 0):.6f} s">'
                     f'{duration(seconds.get(name))}</td>'
                     f'<td>{_check_detail(c)}</td></tr>')
-    details = "".join(f'<h3>{_e(n)}</h3><pre class="details">{_e(chr(10).join(c["details"]))}</pre>'
-                      for n, c in checks.items() if c.get("details"))
+    return "".join(rows)
+
+
+def _plots(summary: dict[str, Any]) -> str:
+    """The seq_len and supervised-share histograms (when the profile has them) and the role shares."""
+    prof, contract = summary.get("profile") or {}, summary["contract"]
     seq = prof.get("seq_len") or {}
     share = prof.get("supervised_share_per_row") or {}
     plots = []
     if seq.get("histogram"):
         q = seq.get("quantiles") or {}
-        plots.append(f'<figure>{seq_len_svg(seq["bin_edges"], seq["histogram"], contract.get("min_len"), contract.get("max_len"))}'
-                     f'<figcaption>seq_len per row, {seq.get("bins_per_octave")} bins per octave; dashed: contract bounds. '
-                     f'p05 {_n(q.get("p05"))} · p50 {_n(q.get("p50"))} · p95 {_n(q.get("p95"))} · p99 {_n(q.get("p99"))} '
-                     f'(bin lower edges)</figcaption></figure>')
+        svg = seq_len_svg(seq["bin_edges"], seq["histogram"], contract.get("min_len"), contract.get("max_len"))
+        plots.append(f'<figure>{svg}'
+                     f'<figcaption>seq_len per row, {seq.get("bins_per_octave")} bins per octave; '
+                     f'dashed: contract bounds. '
+                     f'p05 {_n(q.get("p05"))} · p50 {_n(q.get("p50"))} · p95 {_n(q.get("p95"))} '
+                     f'· p99 {_n(q.get("p99"))} (bin lower edges)</figcaption></figure>')
     if share.get("histogram"):
-        plots.append(f'<figure>{share_svg(share["histogram"])}<figcaption>Share of each row\'s tokens with loss_mask = 1 '
-                     f'({share.get("bins")} bins). Overall {_n(prof.get("supervised_share"), ".2%")}.</figcaption></figure>')
+        plots.append(f'<figure>{share_svg(share["histogram"])}<figcaption>Share of each row\'s tokens with '
+                     f'loss_mask = 1 ({share.get("bins")} bins). '
+                     f'Overall {_n(prof.get("supervised_share"), ".2%")}.</figcaption></figure>')
     plots.append(f'<figure>{roles_svg(prof.get("role_token_shares") or {}, prof.get("role_supervised_shares") or {})}'
                  f'<figcaption>Token share by role (span oracle labels): grey over all tokens, green over supervised '
                  f'tokens.</figcaption></figure>')
-    files = ", ".join(f'{_e(x["name"])} ({x["bytes"]:,} B)' if isinstance(x, dict) else _e(x) for x in ds.get("files", []))
+    return "".join(plots)
+
+
+def _figures(summary: dict[str, Any]) -> str:
+    """The dataset's headline figures as a two-column table."""
+    f, ds = summary["figures"], summary["dataset"]
+    seq_len = f"{_n(f.get('seq_len_min'))} / {_n(f.get('seq_len_mean'), ',.1f')} / {_n(f.get('seq_len_max'))}"
     figures = [("rows", _n(ds.get("num_rows"))), ("tokens", _n(f.get("tokens"))),
-               ("seq_len min / mean / max", f"{_n(f.get('seq_len_min'))} / {_n(f.get('seq_len_mean'), ',.1f')} / {_n(f.get('seq_len_max'))}"),
+               ("seq_len min / mean / max", seq_len),
                ("rows at max_len", _n(f.get("rows_at_max_len"))),
                ("supervised tokens", f"{_n(f.get('supervised_tokens'))} ({_n(f.get('supervised_share'), '.2%')})"),
                ("shards covered", f"{f.get('shards_covered')} of {f.get('shards_total')}")]
-    fig_rows = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in figures)
+    return "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in figures)
+
+
+def _meta(summary: dict[str, Any]) -> str:
+    """The two lines under the title: what was checked, with what, how long, and the exit status."""
+    contract, ds, tok = summary["contract"], summary["dataset"], summary["tokenizer"]
+    files = ", ".join(f'{_e(x["name"])} ({x["bytes"]:,} B)' if isinstance(x, dict) else _e(x)
+                      for x in ds.get("files", []))
     timing = summary.get("timing", {})
+    split = " split " + _e(ds["split"]) if ds.get("split") else ""
+    return f"""<p class="meta">dataset <code>{_e(ds.get("path"))}</code>{split} · files {files}</p>
+<p class="meta">contract <code>{_e(contract.get("name"))}</code> ({_e(contract.get("source"))}) \
+· tokenizer <code>{_e(tok.get("name"))}</code>
+ (vocab {_e(tok.get("vocab_fingerprint"))}, template {_e(tok.get("template_fingerprint"))}) \
+· wall {_n(timing.get("wall_seconds"), ".1f")} s
+ · schema v{_e(summary.get("schema_version"))} · exit status {_e(summary.get("exit_status"))}</p>"""
+
+
+def render(summary: dict[str, Any]) -> str:
+    """The whole page, from summary.json alone."""
+    checks = summary["checks"]
+    failed = [n for n, c in checks.items() if c["verdict"] == "fail"]
+    overall = _overall(summary, failed)
+    details = "".join(f'<h3>{_e(n)}</h3><pre class="details">{_e(chr(10).join(c["details"]))}</pre>'
+                      for n, c in checks.items() if c.get("details"))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>drafter-contracts: {_e(contract.get("name"))} · {overall.upper()}</title><style>{CSS}</style></head>
+<title>drafter-contracts: {_e(summary["contract"].get("name"))} · {overall.upper()}</title><style>{CSS}</style></head>
 <body>
 <h1>drafter-contracts report {_badge(overall, "overall")}</h1>
-<p class="meta">dataset <code>{_e(ds.get("path"))}</code>{" split " + _e(ds["split"]) if ds.get("split") else ""} · files {files}</p>
-<p class="meta">contract <code>{_e(contract.get("name"))}</code> ({_e(contract.get("source"))}) · tokenizer <code>{_e(tok.get("name"))}</code>
- (vocab {_e(tok.get("vocab_fingerprint"))}, template {_e(tok.get("template_fingerprint"))}) · wall {_n(timing.get("wall_seconds"), ".1f")} s
- · schema v{_e(summary.get("schema_version"))} · exit status {_e(summary.get("exit_status"))}</p>
+{_meta(summary)}
 <h2>Verdicts</h2>
-<p><label><input type="checkbox" id="only-failing"> show failing contracts only</label> · {len(failed)} of {len(checks)} contracts fail</p>
-<table id="verdicts"><thead><tr><th>verdict</th><th>contract</th><th>tests</th><th>rows checked</th><th>rows violating</th>
-<th>time</th><th>detail</th></tr></thead><tbody>{"".join(rows)}</tbody></table>
+<p><label><input type="checkbox" id="only-failing"> show failing contracts only</label> \
+· {len(failed)} of {len(checks)} contracts fail</p>
+<table id="verdicts"><thead><tr><th>verdict</th><th>contract</th><th>tests</th><th>rows checked</th>\
+<th>rows violating</th>
+<th>time</th><th>detail</th></tr></thead><tbody>{_verdict_rows(summary)}</tbody></table>
 {details}
 {_unchecked(summary)}
-<h2>Dataset</h2><table class="figures">{fig_rows}</table>
-<h2>Plots</h2><div class="plots">{"".join(plots)}</div>
+<h2>Dataset</h2><table class="figures">{_figures(summary)}</table>
+<h2>Plots</h2><div class="plots">{_plots(summary)}</div>
 {_family_sections(summary, "dataset")}
-<h2>Violating rows</h2>{_violations(checks)}
+<h2>Violating rows</h2>{_violations(summary["checks"])}
 {_family_sections(summary, "end")}
 <script>{JS}</script>
 </body></html>
@@ -366,4 +424,5 @@ def render(summary: dict[str, Any]) -> str:
 
 def _family_sections(summary: dict[str, Any], place: str) -> str:
     """The contract families' own sections for this place of the page (``ContractFamily.html_place``)."""
-    return "\n".join(f.html_section(summary) for f in families() if f.html_section is not None and f.html_place == place)
+    return "\n".join(f.html_section(summary) for f in families()
+                     if f.html_section is not None and f.html_place == place)

@@ -30,6 +30,27 @@ DETAILS_KEY = "drafter_contracts.details"
 _UNSET: Any = object()
 
 
+def _check_entry(name: str, c: dict[str, Any]) -> dict[str, Any]:
+    """One contract's summary entry from its merged reducer entry: the verdict and what backs it."""
+    verdict = "fail" if c["failed"] else ("skip" if c["skipped"] == c["tests"] else "pass")
+    if verdict == "pass" and c.get("report_only") and c["rows_violating"]:
+        verdict = "warn"  # suspicious content: listed, not failed (strict = true in [content] fails it)
+    examples = sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES]
+    return {
+        "verdict": verdict,
+        **{k: c[k] for k in ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")},
+        "by_reason": dict(ordered_reasons(c["by_reason"], c.get("severity"))),
+        **({"severity": dict(c["severity"])} if c.get("severity") else {}),  # rank per reason, 0 most severe
+        "examples": [{**e, "check": name} for e in examples],
+        "messages": c["messages"],
+        "skip_reasons": c["skip_reasons"],
+        "details": c.get("details", []),
+        "report_only": bool(c.get("report_only")),
+        "global": bool(c.get("global")),  # decided at the controller over every shard it saw
+        **({"figures": c["figures"]} if c.get("figures") else {}),  # what the reports draw (registry.Verdict)
+    }
+
+
 def build_summary(meta: dict[str, Any], reducer: Reducer, num_shards: int, exit_status: int,
                   order: tuple[str, ...] = (), top_k: int = 100, counts: Any = _UNSET,
                   unchecked: list[dict[str, Any]] | None = None, row_checks: tuple[str, ...] = (),
@@ -43,25 +64,8 @@ def build_summary(meta: dict[str, Any], reducer: Reducer, num_shards: int, exit_
     tests that sent no verdict (``Coverage.unreported``): each of those is ``incomplete`` too.
     """
     rank = {name: i for i, name in enumerate(order)}
-    checks = {}
-    for name in sorted(reducer.checks, key=lambda n: (rank.get(n, len(rank)), n)):
-        c = reducer.checks[name]
-        verdict = "fail" if c["failed"] else ("skip" if c["skipped"] == c["tests"] else "pass")
-        if verdict == "pass" and c.get("report_only") and c["rows_violating"]:
-            verdict = "warn"  # suspicious content: listed, not failed (strict = true in [content] fails it)
-        checks[name] = {
-            "verdict": verdict,
-            **{k: c[k] for k in ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")},
-            "by_reason": dict(ordered_reasons(c["by_reason"], c.get("severity"))),
-            **({"severity": dict(c["severity"])} if c.get("severity") else {}),  # rank per reason, 0 most severe
-            "examples": [{**e, "check": name} for e in sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES]],
-            "messages": c["messages"],
-            "skip_reasons": c["skip_reasons"],
-            "details": c.get("details", []),
-            "report_only": bool(c.get("report_only")),
-            "global": bool(c.get("global")),  # decided at the controller over every shard it saw
-            **({"figures": c["figures"]} if c.get("figures") else {}),  # what the reports draw (registry.Verdict)
-        }
+    checks = {name: _check_entry(name, reducer.checks[name])
+              for name in sorted(reducer.checks, key=lambda n: (rank.get(n, len(rank)), n))}
     if unchecked:
         mark_incomplete(checks, unchecked, row_checks)
     for u in unreported or []:
@@ -163,19 +167,37 @@ def _fmt(v: Any, spec: str = ",") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def _contract_detail(c: dict[str, Any]) -> str:
+    """What a contract's terminal line says after its verdict and name."""
+    if c["verdict"] == "fail":
+        return "; ".join(c["messages"]) or f"{c['rows_violating']:,} rows violate" + "".join(
+            f"; {n:,} × {r}" for r, n in ordered_reasons(c["by_reason"], c.get("severity"))[:3])
+    if c["verdict"] == "skip":
+        return "; ".join(c["skip_reasons"])
+    if c["verdict"] == "incomplete":
+        return f"{c['rows_checked']:,} rows checked, " + (c["messages"][-1] if c["messages"] else "shards missing")
+    if c["verdict"] == "warn":
+        share = c["rows_violating"] / c["rows_checked"] if c["rows_checked"] else 0.0
+        reasons = "; ".join(f"{n:,} × {r}" for r, n in ordered_reasons(c["by_reason"], c.get("severity")))
+        rows = ", ".join(str(e["row"]) for e in c["examples"][:5])
+        return f"{c['rows_violating']:,} of {c['rows_checked']:,} rows ({share:.2%}): {reasons}; e.g. rows {rows}"
+    return f"{c['rows_checked']:,} rows" if c["rows_checked"] else ""
+
+
 def terminal_lines(summary: dict[str, Any]) -> list[str]:
     """The terminal summary: global figures, then one line per contract."""
     f = summary["figures"]
     lines = [
-        f"dataset   {summary['dataset']['path']}" + (f" (split {summary['dataset']['split']})" if summary['dataset']['split'] else ""),
+        f"dataset   {summary['dataset']['path']}"
+        + (f" (split {summary['dataset']['split']})" if summary['dataset']['split'] else ""),
         f"contract  {summary['contract']['name']} ({summary['contract']['source']})",
         f"tokenizer {summary['tokenizer']['name'] or 'none'}",
         f"rows {_fmt(summary['dataset']['num_rows'])} · tokens {_fmt(f['tokens'])} · "
         f"seq_len min/mean/max {_fmt(f['seq_len_min'])}/{_fmt(f['seq_len_mean'], ',.1f')}/{_fmt(f['seq_len_max'])} · "
         f"at max_len {_fmt(f['rows_at_max_len'])}",
         f"supervised tokens {_fmt(f['supervised_tokens'])} ({_fmt(f['supervised_share'], '.2%')})"
-        + (f" · header/content boundary tokens {_fmt(f['boundary_tokens'])} ({_fmt(f['boundary_supervised'])} supervised)"
-           if "boundary_tokens" in f else ""),
+        + (f" · header/content boundary tokens {_fmt(f['boundary_tokens'])} "
+           f"({_fmt(f['boundary_supervised'])} supervised)" if "boundary_tokens" in f else ""),
     ]
     prof = summary.get("profile") or {}
     q = (prof.get("seq_len") or {}).get("quantiles")
@@ -185,10 +207,12 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
                      f"(bin lower edges, <= 4.4% wide)"
                      + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
     if summary["contract"].get("max_len_source") == "observed":
-        lines.append(f"max_len not pinned: the longest row ({_fmt(summary['contract']['max_len'])} tokens) is taken as the "
-                     "truncation cap; pin it with --max-len N or a contract from 'drafter-contracts init'")
+        lines.append(f"max_len not pinned: the longest row ({_fmt(summary['contract']['max_len'])} tokens) "
+                     "is taken as the truncation cap; "
+                     "pin it with --max-len N or a contract from 'drafter-contracts init'")
     if not f["complete"]:
-        lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards (tests were deselected or skipped)")
+        lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards "
+                     "(tests were deselected or skipped)")
     for u in summary.get("unchecked") or []:
         lines.append(f"NOT CHECKED {u['shard']} (rows {u['rows'][0]:,}..{u['rows'][1] - 1:,}): {u['reason']}")
     for u in summary.get("unreported") or []:
@@ -197,24 +221,9 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"DFlash anchor positions (supervised, outside each row's last block_size tokens) "
                      f"{f['anchor_positions']:,}")
     if f["rows_excluded"]:
-        lines.append(f"{f['rows_excluded']:,} rows with null/empty/length defects left out of the other per-row contracts")
-    for name, c in summary["checks"].items():
-        detail = ""
-        if c["verdict"] == "fail":
-            detail = "; ".join(c["messages"]) or f"{c['rows_violating']:,} rows violate" + "".join(
-                f"; {n:,} × {r}" for r, n in ordered_reasons(c["by_reason"], c.get("severity"))[:3])
-        elif c["verdict"] == "skip":
-            detail = "; ".join(c["skip_reasons"])
-        elif c["verdict"] == "incomplete":
-            detail = f"{c['rows_checked']:,} rows checked, " + (c["messages"][-1] if c["messages"] else "shards missing")
-        elif c["verdict"] == "warn":
-            share = c["rows_violating"] / c["rows_checked"] if c["rows_checked"] else 0.0
-            reasons = "; ".join(f"{n:,} × {r}" for r, n in ordered_reasons(c["by_reason"], c.get("severity")))
-            rows = ", ".join(str(e["row"]) for e in c["examples"][:5])
-            detail = f"{c['rows_violating']:,} of {c['rows_checked']:,} rows ({share:.2%}): {reasons}; e.g. rows {rows}"
-        elif c["rows_checked"]:
-            detail = f"{c['rows_checked']:,} rows"
-        lines.append(f"  {c['verdict'].upper():4} {name:<28} {detail}")
+        lines.append(f"{f['rows_excluded']:,} rows with null/empty/length defects "
+                     "left out of the other per-row contracts")
+    lines += [f"  {c['verdict'].upper():4} {name:<28} {_contract_detail(c)}" for name, c in summary["checks"].items()]
     for family in families():
         if family.terminal_lines is not None:
             lines += family.terminal_lines(summary)
