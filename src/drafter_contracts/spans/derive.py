@@ -82,8 +82,9 @@ def _render_as(vocab: Vocabulary, messages: list[dict], sentinels: list[str], **
     try:
         text = vocab.render_chat(messages, **kwargs)
     except Exception as exc:  # templates raise anything (TemplateError, their own exceptions)
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DerivationFailed(f"the template cannot render a {'/'.join(m['role'] for m in messages)} probe "
-                               f"({str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__})") from None
+                               f"({why})") from None
     ids, offsets = vocab.encode_with_offsets(text)
     starts = np.array([o[0] for o in offsets]), np.array([o[1] for o in offsets])
     gaps, spans, cursor, tok_cursor = [], [], 0, 0
@@ -182,35 +183,48 @@ def derive_profile(vocab: Vocabulary) -> TemplateProfile:
         raise DerivationFailed(f"unexpected tokens {L.text(bos_part)} before the first turn")
     bos = bos_part[0] if bos_part else None
     headers = [user, asst]
-    bos_role = None
+    bos_role = _learn_system(L, convo, bos_part, bos, user_seq, headers)
+    reasoning = _learn_reasoning(L, convo, u_to_a, asst_seq)
+    tool_call = _learn_tools(L, convo, footer, bos_part, user_seq, asst_seq, asst, headers, bos_role)
+    profile = _assemble(vocab, L, headers, after_end, bos, bos_role, reasoning, tool_call)
+    _self_check(vocab, profile, two, convo)
+    return profile
 
-    # --- system prompt: own turn, bare text after BOS, or folded into the first user turn
+
+def _learn_system(L: _Learner, convo: list[dict], bos_part: Ids, bos: int | None, user_seq: Ids,
+                  headers: list[Header]) -> Role | None:
+    """The system prompt: its own turn (a header appended), bare text after BOS (the BOS role returned), or
+    folded into the first user turn; a template without a system role is noted, not refused."""
     try:
-        sys_r = _render(vocab, [{"role": "system", "content": SYS}, *convo[:2]], [SYS, U1, A1])
+        sys_r = _render(L.vocab, [{"role": "system", "content": SYS}, *convo[:2]], [SYS, U1, A1])
     except DerivationFailed as exc:
         L.notes.append(f"no system role ({exc})")
+        return None
+    sys_first, s_to_u = sys_r.gaps[0], sys_r.gaps[1]
+    if sys_first[:len(bos_part)] != bos_part:
+        raise DerivationFailed("a system prompt changes what precedes the first turn")
+    sys_seq = sys_first[len(bos_part):]
+    if s_to_u[-len(user_seq):] != user_seq:
+        L.notes.append("system prompt folded into the first user turn (labelled user)")
+    elif not sys_seq:
+        if bos is None:
+            raise DerivationFailed("the system prompt has neither a header nor a BOS before it")
+        L.notes.append("system prompt is bare text after BOS")
+        return Role.SYSTEM
     else:
-        sys_first, s_to_u = sys_r.gaps[0], sys_r.gaps[1]
-        if sys_first[:len(bos_part)] != bos_part:
-            raise DerivationFailed("a system prompt changes what precedes the first turn")
-        sys_seq = sys_first[len(bos_part):]
-        if s_to_u[-len(user_seq):] != user_seq:
-            L.notes.append("system prompt folded into the first user turn (labelled user)")
-        elif not sys_seq:
-            if bos is None:
-                raise DerivationFailed("the system prompt has neither a header nor a BOS before it")
-            bos_role = Role.SYSTEM
-            L.notes.append("system prompt is bare text after BOS")
-        else:
-            s_end, _ = L.split_footer(s_to_u[:-len(user_seq)])
-            headers.append(L.header(Role.SYSTEM, sys_seq, s_end, "system turn"))
+        s_end, _ = L.split_footer(s_to_u[:-len(user_seq)])
+        headers.append(L.header(Role.SYSTEM, sys_seq, s_end, "system turn"))
+    return None
 
-    # --- reasoning: special tokens around the reasoning of a final assistant turn
+
+def _learn_reasoning(L: _Learner, convo: list[dict], u_to_a: Ids, asst_seq: Ids) -> Pair | None:
+    """The special tokens around the reasoning of a final assistant turn (a reasoning field, else inline
+    ``<think>``), when they are not part of the assistant header."""
     reasoning = None
     for message in ({"role": "assistant", "content": A1, "reasoning_content": REASON},
                     {"role": "assistant", "content": f"<think>\n{REASON}\n</think>\n\n{A1}"}):
         try:
-            r = _render(vocab, [convo[0], message], [U1, REASON, A1])
+            r = _render(L.vocab, [convo[0], message], [U1, REASON, A1])
         except DerivationFailed:
             continue
         lo = r.spans[0][1] + len(u_to_a)
@@ -220,52 +234,67 @@ def derive_profile(vocab: Vocabulary) -> TemplateProfile:
         reasoning = None
     if reasoning is None:
         L.notes.append("no reasoning markers")
+    return reasoning
 
-    # --- tools: the call block after assistant content, and where tool output goes
-    tool_call = None
+
+def _learn_tools(L: _Learner, convo: list[dict], footer: Ids, bos_part: Ids, user_seq: Ids, asst_seq: Ids,
+                 asst: Header, headers: list[Header], bos_role: Role | None) -> Pair | None:
+    """The call block after assistant content (its special tokens are the tool-call markers), where the tool
+    list is declared, and where tool output goes (headers appended); no tool turns is noted, not refused."""
     try:
-        t = _render(vocab, [convo[0], {"role": "assistant", "content": A1, "tool_calls": [TOOL_CALL]},
-                            {"role": "tool", "content": TOOL_OUT, "name": FN, "tool_call_id": "call_qz1"},
-                            {"role": "assistant", "content": A2}], [U1, A1, TOOL_OUT, A2], tools=[TOOL_SCHEMA])
+        t = _render(L.vocab, [convo[0], {"role": "assistant", "content": A1, "tool_calls": [TOOL_CALL]},
+                              {"role": "tool", "content": TOOL_OUT, "name": FN, "tool_call_id": "call_qz1"},
+                              {"role": "assistant", "content": A2}], [U1, A1, TOOL_OUT, A2], tools=[TOOL_SCHEMA])
     except DerivationFailed as exc:
         L.notes.append(f"no tool turns ({exc})")
+        return None
+    tool_call = None
+    gap = t.gaps[2]
+    cut = next((i for i in range(len(gap)) if gap[i:i + len(footer)] == footer), None)
+    if cut is None:
+        raise DerivationFailed("an assistant turn with tool calls is not closed like other assistant turns")
+    block, tool_seq = gap[:cut], gap[cut + len(footer):]
+    specials = [i for i in block if i in L.added]
+    if specials:
+        tool_call = (specials[0], specials[-1] if specials[-1] != specials[0] else None)
     else:
-        gap = t.gaps[2]
-        cut = next((i for i in range(len(gap)) if gap[i:i + len(footer)] == footer), None)
-        if cut is None:
-            raise DerivationFailed("an assistant turn with tool calls is not closed like other assistant turns")
-        block, tool_seq = gap[:cut], gap[cut + len(footer):]
-        specials = [i for i in block if i in L.added]
-        if specials:
-            tool_call = (specials[0], specials[-1] if specials[-1] != specials[0] else None)
-        else:
-            L.notes.append("tool calls carry no special markers (labelled assistant content)")
-        _learn_tool_declarations(L, t.gaps[0], bos_part, user_seq, headers, bos_role)
-        back = t.gaps[3]
-        if tool_seq[:len(user_seq)] == user_seq:
-            L.notes.append("tool output rendered inside a user turn (labelled user)")
-        else:
-            if back[-len(asst_seq):] == asst_seq:
-                t_end, _ = L.split_footer(back[:-len(asst_seq)])
-            else:  # the answer follows the tool block's closing marker directly (Mistral, DeepSeek)
-                opener = [i for i in back if i in L.added]
-                if not opener:
-                    raise DerivationFailed("nothing marks where the assistant answer after tool output starts")
-                t_end = ()
-                headers.append(Header(Role.ASSISTANT, (opener[-1],), None, asst.ends))
-            headers.append(L.header(Role.TOOL, tool_seq, t_end, "tool turn"))
+        L.notes.append("tool calls carry no special markers (labelled assistant content)")
+    _learn_tool_declarations(L, t.gaps[0], bos_part, user_seq, headers, bos_role)
+    if tool_seq[:len(user_seq)] == user_seq:
+        L.notes.append("tool output rendered inside a user turn (labelled user)")
+    else:
+        _learn_tool_turn(L, tool_seq, t.gaps[3], asst_seq, asst, headers)
+    return tool_call
 
+
+def _learn_tool_turn(L: _Learner, tool_seq: Ids, back: Ids, asst_seq: Ids, asst: Header,
+                     headers: list[Header]) -> None:
+    """A tool turn of its own: its header, and how the assistant answer after it opens (``back`` is the gap
+    between the tool output and that answer); both appended to ``headers``."""
+    if back[-len(asst_seq):] == asst_seq:
+        t_end, _ = L.split_footer(back[:-len(asst_seq)])
+    else:  # the answer follows the tool block's closing marker directly (Mistral, DeepSeek)
+        opener = [i for i in back if i in L.added]
+        if not opener:
+            raise DerivationFailed("nothing marks where the assistant answer after tool output starts")
+        t_end = ()
+        headers.append(Header(Role.ASSISTANT, (opener[-1],), None, asst.ends))
+    headers.append(L.header(Role.TOOL, tool_seq, t_end, "tool turn"))
+
+
+def _assemble(vocab: Vocabulary, L: _Learner, headers: list[Header], after_end: int | None, bos: int | None,
+              bos_role: Role | None, reasoning: Pair | None, tool_call: Pair | None) -> TemplateProfile:
+    """The profile from what was learnt; short newline tails are the one- and two-newline tokens no longer
+    than some header's tail."""
     short = tuple(i for i in (vocab.single_id("\n" * k) for k in (1, 2)) if i is not None)
     subs = tuple(SubSpan(p[0], p[1], role) for p, role in ((reasoning, Role.REASONING), (tool_call, Role.TOOL_CALL))
                  if p is not None)
-    profile = TemplateProfile("derived", tuple(headers), after_end=(after_end,) if after_end is not None else (),
-                              bos=(bos,) if bos is not None else (), bos_role=bos_role, subs=subs,
-                              short_tails=tuple(i for i in short if any(
-                                  h.tail is not None and len(vocab.decode([i])) <= len(vocab.decode([h.tail]))
-                                  for h in headers)),
-                              source="derived", notes=tuple(L.notes))
-    _self_check(vocab, profile, two, convo)
-    return profile
+    return TemplateProfile("derived", tuple(headers), after_end=(after_end,) if after_end is not None else (),
+                           bos=(bos,) if bos is not None else (), bos_role=bos_role, subs=subs,
+                           short_tails=tuple(i for i in short if any(
+                               h.tail is not None and len(vocab.decode([i])) <= len(vocab.decode([h.tail]))
+                               for h in headers)),
+                           source="derived", notes=tuple(L.notes))
 
 
 def _learn_tool_declarations(L: _Learner, first: Ids, bos_part: Ids, user_seq: Ids, headers: list[Header],
@@ -301,7 +330,8 @@ def _self_check(vocab: Vocabulary, profile: TemplateProfile, probe: Render, conv
     lab = label(ids, np.array([0, len(ids)], dtype=np.int64), cp, 1 << 30)
     if lab.problem.any():
         at = int(np.flatnonzero(lab.problem)[0])
-        raise DerivationFailed(f"the learnt profile misreads its own probe at token {at} ({vocab.decode(ids[at:at + 3])!r})")
+        raise DerivationFailed(f"the learnt profile misreads its own probe at token {at} "
+                               f"({vocab.decode(ids[at:at + 3])!r})")
     want = {"user": Role.USER, "assistant": Role.ASSISTANT}
     for (a, b), m in zip(probe.spans, convo):
         if not (lab.role[a:b] == want[m["role"]]).all():

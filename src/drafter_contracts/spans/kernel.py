@@ -26,13 +26,121 @@ _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 class _Profile(ctypes.Structure):
     """Mirror of ``dc_profile`` in _labeller.c (field order matters)."""
 
-    _fields_ = [("n_ids", _I64), ("lowest_stop", _I64), ("kind", _P), ("opener_index", _P), ("end_code", _P), ("n_end_codes", _I64),
-                ("n_specs", _I64), ("core_start", _P), ("core_len", _P), ("core_ids", _P), ("until", _P), ("tail", _P),
-                ("tail_merges", _P), ("role", _P), ("body", _P), ("needs_end", _P), ("closed_by_next", _P),
-                ("is_bos", _P), ("inside", _P), ("inside_after", _P), ("free_role", _P), ("accepts", _P), ("opener_specs_start", _P), ("opener_specs", _P),
-                ("unknown_len", _P), ("unknown_tail", _P), ("unknown_tail_merges", _P), ("unknown_until", _P),
-                ("n_subs", _I64), ("sub_open", _P), ("sub_close", _P), ("sub_role", _P), ("sub_within", _P), ("sub_stops", _P),
+    _fields_ = [("n_ids", _I64), ("lowest_stop", _I64), ("kind", _P), ("opener_index", _P), ("end_code", _P),
+                ("n_end_codes", _I64), ("n_specs", _I64), ("core_start", _P), ("core_len", _P), ("core_ids", _P),
+                ("until", _P), ("tail", _P), ("tail_merges", _P), ("role", _P), ("body", _P), ("needs_end", _P),
+                ("closed_by_next", _P), ("is_bos", _P), ("inside", _P), ("inside_after", _P), ("free_role", _P),
+                ("accepts", _P), ("opener_specs_start", _P), ("opener_specs", _P), ("unknown_len", _P),
+                ("unknown_tail", _P), ("unknown_tail_merges", _P), ("unknown_until", _P), ("n_subs", _I64),
+                ("sub_open", _P), ("sub_close", _P), ("sub_role", _P), ("sub_within", _P), ("sub_stops", _P),
                 ("body_subs", _P), ("plain", _P), ("ends_row", _P)]
+
+
+def _kind_bits(cp: CompiledProfile) -> np.ndarray:
+    """The ``K_*`` bits of every id: what the C loop must notice when it meets that token."""
+    size = cp.size
+    kind = np.zeros(size, dtype=np.uint8)
+    kind[cp.opener] |= K_OPENER
+    kind[cp.is_end] |= K_END
+    for s in cp.profile.subs:
+        kind[s.open] |= K_SUB
+        if s.close is not None:
+            kind[s.close] |= K_SUB
+    kind[cp.after_end] |= K_AFTER
+    kind[cp.is_eos] |= K_EOS
+    kind[cp.merges_tail[:size]] |= K_MERGES
+    return kind
+
+
+def _opener_index(cp: CompiledProfile) -> np.ndarray:
+    """By id: the opener's position in ``cp.opener_ids`` (-1: the id opens no turn)."""
+    opener_index = np.full(cp.size, -1, dtype=np.int32)
+    opener_index[list(cp.opener_ids)] = np.arange(len(cp.opener_ids), dtype=np.int32)
+    return opener_index
+
+
+def _core_arrays(cp: CompiledProfile) -> dict[str, np.ndarray]:
+    """Every spec's core ids in one flat buffer, with each spec's start and length (spec 0: a placeholder)."""
+    specs = cp.headers  # matching order; spec index = position + 1
+    core_len = np.array([1] + [len(h.core) for h in specs], dtype=np.int64)
+    core_ids = np.array([0] + [i for h in specs for i in h.core], dtype=np.int64)
+    core_start = np.concatenate(([0], np.cumsum(core_len)[:-1])).astype(np.int64)
+    return {"core_start": core_start, "core_len": core_len, "core_ids": core_ids}
+
+
+def _spec_arrays(cp: CompiledProfile) -> dict[str, np.ndarray]:
+    """The per-spec tables (index spec + 1) in the dtypes C reads."""
+    return {
+        "until": np.ascontiguousarray(cp.spec_until, dtype=np.int64),
+        "tail": np.ascontiguousarray(cp.spec_tail, dtype=np.int64),
+        "tail_merges": cp.spec_tail_merges.astype(np.uint8),
+        "role": np.ascontiguousarray(cp.spec_role, dtype=np.uint8),
+        "body": np.ascontiguousarray(cp.spec_body, dtype=np.uint8),
+        "needs_end": cp.spec_needs_end.astype(np.uint8),
+        "closed_by_next": cp.spec_closed_by_next.astype(np.uint8),
+        "is_bos": np.concatenate(([False], cp.is_bos_spec)).astype(np.uint8),
+        "inside": np.ascontiguousarray(cp.spec_inside, dtype=np.uint8),
+        "inside_after": np.ascontiguousarray(cp.spec_inside_after, dtype=np.int64),
+        "free_role": np.ascontiguousarray(cp.spec_free, dtype=np.uint8),
+        "accepts": np.ascontiguousarray(cp.accepts, dtype=np.uint8),
+    }
+
+
+def _opener_spec_arrays(cp: CompiledProfile) -> dict[str, np.ndarray]:
+    """The specs each opener id may start, grouped by opener in matching order, with each group's start."""
+    per_opener: list[list[int]] = [[] for _ in cp.opener_ids]
+    for si, h in enumerate(cp.headers, 1):
+        per_opener[cp.opener_ids.index(h.core[0])].append(si)
+    starts = np.concatenate(([0], np.cumsum([len(x) for x in per_opener]))).astype(np.int64)
+    return {"opener_specs_start": starts,
+            "opener_specs": np.array([si for x in per_opener for si in x] or [0], dtype=np.int64)}
+
+
+def _unknown_arrays(cp: CompiledProfile) -> dict[str, np.ndarray]:
+    """Per opener: the shape of a header of an unknown role it starts, in the dtypes C reads."""
+    return {
+        "unknown_len": np.ascontiguousarray(cp.unknown_len, dtype=np.int64),
+        "unknown_tail": np.ascontiguousarray(cp.unknown_tail, dtype=np.int64),
+        "unknown_tail_merges": cp.unknown_tail_merges.astype(np.uint8),
+        "unknown_until": np.ascontiguousarray(cp.unknown_until, dtype=np.int64),
+    }
+
+
+def _sub_arrays(cp: CompiledProfile) -> dict[str, np.ndarray]:
+    """The sub-span tables (one row each, a placeholder row when there are none) and, by body role, a bit
+    per sub-span that may open there."""
+    subs = cp.profile.subs
+    arrays = {
+        "sub_open": np.array([s.open for s in subs] or [0], dtype=np.int64),
+        "sub_close": np.array([s.close if s.close is not None else -1 for s in subs] or [0], dtype=np.int64),
+        "sub_role": np.array([s.role for s in subs] or [0], dtype=np.uint8),
+        "sub_within": np.zeros((max(1, len(subs)), 256), dtype=np.uint8),
+        "sub_stops": np.array([s.stops for s in subs] or [False], dtype=np.uint8),
+    }
+    body_subs = np.zeros(256, dtype=np.uint32)  # by body role: a bit per sub-span that may open there
+    for k, s in enumerate(subs):
+        arrays["sub_within"][k, list(s.within)] = 1
+        body_subs[list(s.within)] |= np.uint32(1 << k)
+    arrays["body_subs"] = body_subs
+    return arrays
+
+
+def _struct(cp: CompiledProfile, a: dict[str, np.ndarray]) -> _Profile:
+    """The ``dc_profile`` pointing into the arrays ``a``, which must outlive it."""
+    size = cp.size
+    stop = np.flatnonzero(a["kind"] & (K_OPENER | K_END | K_SUB | K_EOS))
+    return _Profile(
+        size, int(stop[0]) if len(stop) else size, a["kind"].ctypes.data, a["opener_index"].ctypes.data,
+        a["end_code"].ctypes.data, cp.accepts.shape[1], len(cp.headers), a["core_start"].ctypes.data,
+        a["core_len"].ctypes.data, a["core_ids"].ctypes.data, a["until"].ctypes.data, a["tail"].ctypes.data,
+        a["tail_merges"].ctypes.data, a["role"].ctypes.data, a["body"].ctypes.data, a["needs_end"].ctypes.data,
+        a["closed_by_next"].ctypes.data, a["is_bos"].ctypes.data, a["inside"].ctypes.data,
+        a["inside_after"].ctypes.data, a["free_role"].ctypes.data, a["accepts"].ctypes.data,
+        a["opener_specs_start"].ctypes.data, a["opener_specs"].ctypes.data, a["unknown_len"].ctypes.data,
+        a["unknown_tail"].ctypes.data, a["unknown_tail_merges"].ctypes.data, a["unknown_until"].ctypes.data,
+        len(cp.profile.subs), a["sub_open"].ctypes.data, a["sub_close"].ctypes.data, a["sub_role"].ctypes.data,
+        a["sub_within"].ctypes.data, a["sub_stops"].ctypes.data, a["body_subs"].ctypes.data,
+        a["plain"].ctypes.data, a["ends_row"].ctypes.data)
 
 
 class KernelTables:
@@ -42,76 +150,18 @@ class KernelTables:
 
     def __init__(self, cp: CompiledProfile) -> None:
         prof = cp.profile
-        size = cp.size
         if len(prof.subs) > self.MAX_SUBS:
-            raise ValueError(f"profile {prof.name}: {len(prof.subs)} sub-spans, the compiled labeller takes {self.MAX_SUBS}")
-        kind = np.zeros(size, dtype=np.uint8)
-        kind[cp.opener] |= K_OPENER
-        kind[cp.is_end] |= K_END
-        for s in prof.subs:
-            kind[s.open] |= K_SUB
-            if s.close is not None:
-                kind[s.close] |= K_SUB
-        kind[cp.after_end] |= K_AFTER
-        kind[cp.is_eos] |= K_EOS
-        kind[cp.merges_tail[:size]] |= K_MERGES
-        opener_index = np.full(size, -1, dtype=np.int32)
-        opener_index[list(cp.opener_ids)] = np.arange(len(cp.opener_ids), dtype=np.int32)
-        specs = cp.headers  # matching order; spec index = position + 1
-        core_len = np.array([1] + [len(h.core) for h in specs], dtype=np.int64)
-        core_ids = np.array([0] + [i for h in specs for i in h.core], dtype=np.int64)
-        core_start = np.concatenate(([0], np.cumsum(core_len)[:-1])).astype(np.int64)
-        per_opener: list[list[int]] = [[] for _ in cp.opener_ids]
-        for si, h in enumerate(specs, 1):
-            per_opener[cp.opener_ids.index(h.core[0])].append(si)
-        starts = np.concatenate(([0], np.cumsum([len(x) for x in per_opener]))).astype(np.int64)
+            raise ValueError(f"profile {prof.name}: {len(prof.subs)} sub-spans, "
+                             f"the compiled labeller takes {self.MAX_SUBS}")
         self.arrays: dict[str, np.ndarray] = {
-            "kind": kind, "opener_index": opener_index, "end_code": np.ascontiguousarray(cp.end_code, dtype=np.uint8),
-            "core_start": core_start, "core_len": core_len, "core_ids": core_ids,
-            "until": np.ascontiguousarray(cp.spec_until, dtype=np.int64),
-            "tail": np.ascontiguousarray(cp.spec_tail, dtype=np.int64),
-            "tail_merges": cp.spec_tail_merges.astype(np.uint8),
-            "role": np.ascontiguousarray(cp.spec_role, dtype=np.uint8),
-            "body": np.ascontiguousarray(cp.spec_body, dtype=np.uint8),
-            "needs_end": cp.spec_needs_end.astype(np.uint8),
-            "closed_by_next": cp.spec_closed_by_next.astype(np.uint8),
-            "is_bos": np.concatenate(([False], cp.is_bos_spec)).astype(np.uint8),
-            "inside": np.ascontiguousarray(cp.spec_inside, dtype=np.uint8),
-            "inside_after": np.ascontiguousarray(cp.spec_inside_after, dtype=np.int64),
-            "free_role": np.ascontiguousarray(cp.spec_free, dtype=np.uint8),
-            "accepts": np.ascontiguousarray(cp.accepts, dtype=np.uint8),
-            "opener_specs_start": starts,
-            "opener_specs": np.array([si for x in per_opener for si in x] or [0], dtype=np.int64),
-            "unknown_len": np.ascontiguousarray(cp.unknown_len, dtype=np.int64),
-            "unknown_tail": np.ascontiguousarray(cp.unknown_tail, dtype=np.int64),
-            "unknown_tail_merges": cp.unknown_tail_merges.astype(np.uint8),
-            "unknown_until": np.ascontiguousarray(cp.unknown_until, dtype=np.int64),
-            "sub_open": np.array([s.open for s in prof.subs] or [0], dtype=np.int64),
-            "sub_close": np.array([s.close if s.close is not None else -1 for s in prof.subs] or [0], dtype=np.int64),
-            "sub_role": np.array([s.role for s in prof.subs] or [0], dtype=np.uint8),
-            "sub_within": np.zeros((max(1, len(prof.subs)), 256), dtype=np.uint8),
-            "sub_stops": np.array([s.stops for s in prof.subs] or [False], dtype=np.uint8),
+            "kind": _kind_bits(cp), "opener_index": _opener_index(cp),
+            "end_code": np.ascontiguousarray(cp.end_code, dtype=np.uint8),
+            **_core_arrays(cp), **_spec_arrays(cp), **_opener_spec_arrays(cp), **_unknown_arrays(cp),
+            **_sub_arrays(cp),
+            "plain": np.ascontiguousarray(cp.plain, dtype=np.uint8),
+            "ends_row": cp.spec_ends_row.astype(np.uint8),
         }
-        body_subs = np.zeros(256, dtype=np.uint32)  # by body role: a bit per sub-span that may open there
-        for k, s in enumerate(prof.subs):
-            self.arrays["sub_within"][k, list(s.within)] = 1
-            body_subs[list(s.within)] |= np.uint32(1 << k)
-        self.arrays["body_subs"] = body_subs
-        self.arrays["plain"] = np.ascontiguousarray(cp.plain, dtype=np.uint8)
-        self.arrays["ends_row"] = cp.spec_ends_row.astype(np.uint8)
-        a = self.arrays
-        stop = np.flatnonzero(kind & (K_OPENER | K_END | K_SUB | K_EOS))
-        self.struct = _Profile(
-            size, int(stop[0]) if len(stop) else size, a["kind"].ctypes.data, a["opener_index"].ctypes.data, a["end_code"].ctypes.data, cp.accepts.shape[1],
-            len(specs), a["core_start"].ctypes.data, a["core_len"].ctypes.data, a["core_ids"].ctypes.data,
-            a["until"].ctypes.data, a["tail"].ctypes.data, a["tail_merges"].ctypes.data, a["role"].ctypes.data,
-            a["body"].ctypes.data, a["needs_end"].ctypes.data, a["closed_by_next"].ctypes.data, a["is_bos"].ctypes.data,
-            a["inside"].ctypes.data, a["inside_after"].ctypes.data, a["free_role"].ctypes.data, a["accepts"].ctypes.data, a["opener_specs_start"].ctypes.data,
-            a["opener_specs"].ctypes.data, a["unknown_len"].ctypes.data, a["unknown_tail"].ctypes.data,
-            a["unknown_tail_merges"].ctypes.data, a["unknown_until"].ctypes.data, len(prof.subs),
-            a["sub_open"].ctypes.data, a["sub_close"].ctypes.data, a["sub_role"].ctypes.data,
-            a["sub_within"].ctypes.data, a["sub_stops"].ctypes.data, a["body_subs"].ctypes.data,
-            a["plain"].ctypes.data, a["ends_row"].ctypes.data)
+        self.struct = _struct(cp, self.arrays)
 
 
 def _functions() -> dict[str, Any] | None:

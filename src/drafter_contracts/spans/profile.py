@@ -227,6 +227,17 @@ class CompiledProfile:
 
     def __init__(self, profile: TemplateProfile, newline_lead: np.ndarray) -> None:
         self.profile = profile
+        self._index_specs(profile, newline_lead)
+        self._index_openers_and_ends(profile)
+        self._build_end_tables(profile)
+        self._build_spec_columns()
+        self._build_unknown_headers()
+        self._build_nesting(profile)
+        self._build_tail_merging(profile, newline_lead)
+        self._build_id_flags(profile)
+
+    def _index_specs(self, profile: TemplateProfile, newline_lead: np.ndarray) -> None:
+        """Table size, and the header specs in matching order (longest core first, the bos run one more spec)."""
         size = len(newline_lead)
         ids = profile.marker_ids()
         self.size = max([size, *[i + 1 for i in ids]])
@@ -236,6 +247,9 @@ class CompiledProfile:
         self.headers = sorted(headers, key=lambda h: -len(h.core))
         self.is_bos_spec = np.array([bool(profile.bos) and h.core == profile.bos and not h.ends and h.until is None
                                      for h in self.headers], dtype=bool)
+
+    def _index_openers_and_ends(self, profile: TemplateProfile) -> None:
+        """Which ids open and which close turns (never both), the ``until`` ids, and a code per end id."""
         self.opener = np.zeros(self.size, dtype=bool)
         self.opener[[h.core[0] for h in self.headers]] = True  # lookup table, for profiles with many openers
         self.opener_ids = tuple(sorted({h.core[0] for h in self.headers}))
@@ -249,6 +263,9 @@ class CompiledProfile:
         self.end_code = np.zeros(self.size, dtype=np.uint8)
         for code, e in enumerate(self.end_ids):
             self.end_code[e] = code
+
+    def _build_end_tables(self, profile: TemplateProfile) -> None:
+        """Per spec and end code: may that end close the spec's turn, and is it plain text inside it."""
         # accepts[spec + 1, end_code]: may this end close a turn opened by this header (row 0: unknown role)?
         self.accepts = np.zeros((len(self.headers) + 1, max(1, len(self.end_ids))), dtype=bool)
         self.accepts[0, :] = True
@@ -263,6 +280,9 @@ class CompiledProfile:
                     raise ValueError(f"profile {profile.name}: plain id {e} of a {h.role.name} header is no end id")
                 self.plain[s + 1, self.end_ids.index(e)] = True
         self.has_plain = bool(self.plain.any())
+
+    def _build_spec_columns(self) -> None:
+        """One value per spec (index spec + 1, row 0 the unknown role): row end, roles, core length, free, until."""
         # ends_row[spec + 1]: may a row end right after this header, its turn empty?
         self.spec_ends_row = np.array([False] + [h.ends_row for h in self.headers], dtype=bool)
         self.spec_role = np.array([Role.UNKNOWN_ROLE] + [h.role for h in self.headers], dtype=np.uint8)
@@ -272,7 +292,11 @@ class CompiledProfile:
         self.spec_free = np.array([0] + [h.free if h.free is not None and h.until is not None else 0
                                          for h in self.headers], dtype=np.uint8)
         self.has_free = bool(self.spec_free.any())
-        self.spec_until = np.array([-1] + [h.until if h.until is not None else -1 for h in self.headers], dtype=np.int64)
+        self.spec_until = np.array([-1] + [h.until if h.until is not None else -1 for h in self.headers],
+                                   dtype=np.int64)
+
+    def _build_unknown_headers(self) -> None:
+        """Per opener id: the length, tail and ``until`` of a header of an unknown role it starts."""
         # A header of an unknown role spans as many tokens as the shortest header its opener starts,
         # and ends with their tail when they share one (ChatML: opener, role word, newline).
         self.unknown_len = np.ones(len(self.opener_ids), dtype=np.int64)
@@ -287,6 +311,9 @@ class CompiledProfile:
             untils = {h.until for h in same}
             if len(untils) == 1 and None not in untils:
                 self.unknown_until[k] = untils.pop()
+
+    def _build_nesting(self, profile: TemplateProfile) -> None:
+        """Per spec: inside which open turns it may open, whether its turn needs an end, and its tail."""
         # inside[spec + 1, role]: may this header open while a turn of that role is open (closing it)?
         self.spec_inside = np.zeros((len(self.headers) + 1, 256), dtype=bool)
         for s, h in enumerate(self.headers):
@@ -301,6 +328,10 @@ class CompiledProfile:
         self.spec_closed_by_next = np.array([False] + [h.role == Role.ASSISTANT and not h.ends for h in self.headers],
                                             dtype=bool)
         self.spec_tail = np.array([-1] + [h.tail if h.tail is not None else -1 for h in self.headers], dtype=np.int64)
+
+    def _build_tail_merging(self, profile: TemplateProfile, newline_lead: np.ndarray) -> None:
+        """Which header tails may merge with content, and which whitespace ids are such a merged tail."""
+        size = len(newline_lead)
         # Only a newline tail can merge with the content's leading whitespace.
         self.spec_tail_merges = np.array([False] + [h.tail is not None and h.tail < size and bool(newline_lead[h.tail])
                                                     for h in self.headers], dtype=bool)
@@ -313,6 +344,9 @@ class CompiledProfile:
             if h.tail is not None:
                 lead[h.tail] = False
         self.merges_tail = lead  # whitespace tokens that are a header tail merged with content
+
+    def _build_id_flags(self, profile: TemplateProfile) -> None:
+        """Ids written after an end marker, ids that may close a row, and the roles of the assistant's output."""
         self.after_end = np.zeros(self.size, dtype=bool)
         self.after_end[list(profile.after_end)] = True
         self.is_eos = np.zeros(self.size, dtype=bool)

@@ -77,12 +77,13 @@ class SpanOracle:
 
 #: What a cached choice depends on besides the tokenizer: the labelling and verification code.
 CODE = tuple(Path(__file__).parent / name for name in (
-    "resolve.py", "builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py", "relax.py"))
+    "resolve.py", "builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py",
+    "relax.py"))
 
 
 def _cache(vocab: Vocabulary, name: str) -> JsonCache:
-    return JsonCache.keyed("profiles", "oracle", (vocab.fingerprint, vocab.chat_template or "", name, str(RESOLVE_VERSION)),
-                           code=CODE)
+    return JsonCache.keyed("profiles", "oracle",
+                           (vocab.fingerprint, vocab.chat_template or "", name, str(RESOLVE_VERSION)), code=CODE)
 
 
 def _display(name: str) -> str:
@@ -105,44 +106,59 @@ def _chosen(profile: TemplateProfile, how: str, verdict: Any, probes: Any, vocab
 
 def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
     """The choice as a cacheable document: {"profile", "how", "verification"} or {"error"}."""
-    from .verify import ProbesUnavailable, probe_renderings, verify
-
     choices = ", ".join(BUILTINS)
     if name != AUTO:
-        family = _display(name)
-        if family not in BUILTINS:
-            return {"error": f"--template-profile {name}: unknown; use auto or one of {choices}"}
-        try:
-            profile = builtin_profile(family, vocab)
-        except MissingToken as exc:
-            return {"error": f"--template-profile {name}: --tokenizer {vocab.name} has no {exc.args[0]} token, so it is "
-                             f"not a {family} tokenizer; pass the tokenizer that produced the dataset or another "
-                             "--template-profile"}
-        if not vocab.chat_template:
-            return {"profile": profile.to_json(), "how": f"built-in {family} (requested; the tokenizer has no chat "
-                    "template to verify it against)", "verification": {}}
-        try:
-            probes = probe_renderings(vocab)
-        except ProbesUnavailable as exc:
-            return {"profile": profile.to_json(), "how": f"built-in {family} (requested; not verified: {exc})",
-                    "verification": {}}
-        verdict = verify(profile, probes, vocab)
-        if not verdict.ok:
-            return {"error": f"--template-profile {name}: the {family} profile mislabels this tokenizer's chat template "
-                             f"({verdict.first}); pass the tokenizer that produced the dataset, or --template-profile "
-                             "auto"}
-        return _chosen(profile, f"built-in {family} (requested; labels {verdict.renderings} template renderings exactly)",
-                       verdict, probes, vocab)
+        return _choose_named(vocab, name, choices)
+    return _choose_auto(vocab, choices)
 
-    where = f"--tokenizer {vocab.name}"
+
+def _choose_named(vocab: Vocabulary, name: str, choices: str) -> dict[str, Any]:
+    """A built-in family the user named: taken as is without a chat template to check it against, otherwise
+    only when it labels the template's renderings exactly."""
+    from .verify import ProbesUnavailable, probe_renderings, verify
+
+    family = _display(name)
+    if family not in BUILTINS:
+        return {"error": f"--template-profile {name}: unknown; use auto or one of {choices}"}
+    try:
+        profile = builtin_profile(family, vocab)
+    except MissingToken as exc:
+        return {"error": f"--template-profile {name}: --tokenizer {vocab.name} has no {exc.args[0]} token, "
+                         f"so it is not a {family} tokenizer; pass the tokenizer that produced the dataset or "
+                         "another --template-profile"}
     if not vocab.chat_template:
-        return {"error": f"{where}: has no chat template, so where its turns start cannot be learnt; pass the tokenizer "
-                         f"that produced the dataset (with its chat template), or --template-profile with one of {choices}"}
+        return {"profile": profile.to_json(), "how": f"built-in {family} (requested; the tokenizer has no chat "
+                "template to verify it against)", "verification": {}}
     try:
         probes = probe_renderings(vocab)
     except ProbesUnavailable as exc:
-        return {"error": f"{where}: its chat template cannot be verified ({exc}); pass --template-profile with one of "
-                         f"{choices} to force a family"}
+        return {"profile": profile.to_json(), "how": f"built-in {family} (requested; not verified: {exc})",
+                "verification": {}}
+    verdict = verify(profile, probes, vocab)
+    if not verdict.ok:
+        return {"error": f"--template-profile {name}: the {family} profile mislabels this tokenizer's chat "
+                         f"template ({verdict.first}); pass the tokenizer that produced the dataset, or "
+                         "--template-profile auto"}
+    return _chosen(profile,
+                   f"built-in {family} (requested; labels {verdict.renderings} template renderings exactly)",
+                   verdict, probes, vocab)
+
+
+def _choose_auto(vocab: Vocabulary, choices: str) -> dict[str, Any]:
+    """``auto``: the first built-in family whose markers the tokenizer has, then the profile derived from its
+    chat template, that labels the template's renderings exactly; else an error naming the closest."""
+    from .verify import ProbesUnavailable, probe_renderings, verify
+
+    where = f"--tokenizer {vocab.name}"
+    if not vocab.chat_template:
+        return {"error": f"{where}: has no chat template, so where its turns start cannot be learnt; pass the "
+                         f"tokenizer that produced the dataset (with its chat template), or --template-profile "
+                         f"with one of {choices}"}
+    try:
+        probes = probe_renderings(vocab)
+    except ProbesUnavailable as exc:
+        return {"error": f"{where}: its chat template cannot be verified ({exc}); pass --template-profile with one "
+                         f"of {choices} to force a family"}
     tried: list[tuple[str, Any]] = []
     for family, profile in available_builtins(vocab).items():
         verdict = verify(profile, probes, vocab)
@@ -161,14 +177,21 @@ def _choose_uncached(vocab: Vocabulary, name: str) -> dict[str, Any]:
                            "exactly)", verdict, probes, vocab)
         tried.append(("the derived profile", verdict))
         derived_note = ""
+    return _no_profile_error(where, choices, tried, derived_note)
+
+
+def _no_profile_error(where: str, choices: str, tried: list[tuple[str, Any]], derived_note: str) -> dict[str, Any]:
+    """The error of an ``auto`` choice nothing passed: why derivation failed, if it did, then the closest
+    candidate's mislabelled tokens and first disagreement."""
     closest = min(tried, key=lambda t: t[1].mismatches) if tried else None
     parts = [derived_note] if derived_note else []  # what could not be learnt comes first: it is the cause
     if closest is not None:
-        parts.append(f"closest: {closest[0]}, {closest[1].mismatches} mislabelled tokens, first at {closest[1].first}")
+        parts.append(f"closest: {closest[0]}, {closest[1].mismatches} mislabelled tokens, "
+                     f"first at {closest[1].first}")
     return {"error": f"{where}: no template profile labels its chat template's renderings exactly ("
                      + "; ".join(parts or ["no built-in family has its special tokens"])
-                     + f"); pass the tokenizer that produced the dataset, or --template-profile with one of {choices} "
-                       "if you know the family"}
+                     + f"); pass the tokenizer that produced the dataset, or --template-profile with one of "
+                       f"{choices} if you know the family"}
 
 
 def _tags(vocab: Vocabulary, profile: TemplateProfile) -> dict[str, Any] | None:

@@ -31,7 +31,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -291,7 +291,8 @@ class TruthRender:
         if self.generated is None:
             return np.zeros(0, dtype=np.int64)
         a, b = self.generated
-        return np.flatnonzero((self.offsets[:, 0] >= a) & (self.offsets[:, 1] <= b) & (self.offsets[:, 1] > self.offsets[:, 0]))
+        starts, ends = self.offsets[:, 0], self.offsets[:, 1]
+        return np.flatnonzero((starts >= a) & (ends <= b) & (ends > starts))
 
 
 def _render(tokenizer: Any, messages: list[dict], tools: Any, template: str | None, add_generation_prompt: bool,
@@ -355,8 +356,8 @@ def _align(text: str, pieces: list[str], forms: list[list[str]], describe: list[
         return memo[key]
 
     if not text.startswith(pieces[0]):
-        raise TruthUnavailable(f"the rendering differs from the placeholder rendering before any field "
-                               f"(at character {_diverge(text, pieces[0])}): the template's opening depends on the text")
+        raise TruthUnavailable(f"the rendering differs from the placeholder rendering before any field (at character "
+                               f"{_diverge(text, pieces[0])}): the template's opening depends on the text")
     limit = sys.getrecursionlimit()
     if n + 100 > limit:
         sys.setrecursionlimit(n + 100)
@@ -365,20 +366,29 @@ def _align(text: str, pieces: list[str], forms: list[list[str]], describe: list[
     finally:
         sys.setrecursionlimit(limit)
     if found == 0:
-        # Report the first slot the greedy reading cannot get past.
-        pos = len(pieces[0])
-        for i in range(n):
-            ok = [f for f in forms[i] if text.startswith(f, pos) and text.startswith(pieces[i + 1], pos + len(f))]
-            if not ok:
-                raise TruthUnavailable(f"the {describe[i]} is not written as its text (as is, stripped or escaped) "
-                                       f"between the scaffold the template writes around it (rendering at character "
-                                       f"{pos}: {text[pos:pos + 40]!r}); the template transforms that text or "
-                                       "changes its scaffold with it")
-            pos += len(ok[0]) + len(pieces[i + 1])
-        raise TruthUnavailable("the rendering does not read as the placeholder rendering with the fields' text")
+        raise _unreadable(text, pieces, forms, describe)
     if found > 1:
         raise TruthUnavailable("the rendering reads as the placeholder rendering in two ways: a field's text "
                                "also fits the scaffold next to it")
+    return _chosen_spans(choice, pieces, n)
+
+
+def _unreadable(text: str, pieces: list[str], forms: list[list[str]], describe: list[str]) -> TruthUnavailable:
+    """Why no reading of ``text`` fits (for ``_align``): names the first slot the greedy reading cannot get past."""
+    pos = len(pieces[0])
+    for i in range(len(forms)):
+        ok = [f for f in forms[i] if text.startswith(f, pos) and text.startswith(pieces[i + 1], pos + len(f))]
+        if not ok:
+            return TruthUnavailable(f"the {describe[i]} is not written as its text (as is, stripped or escaped) "
+                                    f"between the scaffold the template writes around it (rendering at character "
+                                    f"{pos}: {text[pos:pos + 40]!r}); the template transforms that text or "
+                                    "changes its scaffold with it")
+        pos += len(ok[0]) + len(pieces[i + 1])
+    return TruthUnavailable("the rendering does not read as the placeholder rendering with the fields' text")
+
+
+def _chosen_spans(choice: dict[tuple[int, int], int], pieces: list[str], n: int) -> list[tuple[int, int]]:
+    """Walk the one complete reading ``_align`` found: the (start, end) of each slot, from the form chosen there."""
     spans, pos = [], len(pieces[0])
     for i in range(n):
         length = choice[(i, pos)]
@@ -464,6 +474,25 @@ def render_truth(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dic
                                f"({_first_line(exc)}): it branches on the text itself") from None
 
     slots, seen = _slots(specs, sentinel_text)
+    spans = _align_slots(text, sentinel_text, specs, slots)
+    placed, dropped = _place_fields(text, specs, slots, spans, seen)
+    fields, char_class, char_message, char_field = _char_tables(text, placed)
+    ids, offsets = _encode(tokenizer, text)
+    token_classes, token_field = _token_tables(text, offsets, char_field, char_class)
+
+    generated, prompt_text, rewritten = None, None, None
+    if per_turn:
+        generated, prompt_text, rewritten = _generated_range(tokenizer, messages, tools, template, template_kwargs,
+                                                             text, fields)
+    return TruthRender(text, ids, offsets, fields, tuple(dropped), tuple(str(m.get("role")) for m in messages),
+                       char_class, char_message, char_field, token_classes, token_field, generated, prompt_text,
+                       rewritten, dict(template_kwargs))
+
+
+def _align_slots(text: str, sentinel_text: str, specs: list[_Spec], slots: list[tuple[int, int, int, bool]]
+                 ) -> list[tuple[int, int]]:
+    """Where each placeholder's field lies in the real rendering: the scaffold between placeholders, and the
+    forms each slot's text may take (a repeated name only as is), aligned exactly by ``_align``."""
     pieces, prev = [], 0
     for s, e, _, _ in slots:
         pieces.append(sentinel_text[prev:s])
@@ -476,8 +505,13 @@ def render_truth(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dic
         spec = specs[k]
         forms.append([spec.core] if is_copy else _text_forms(spec.core))
         described.append(("copy of the " if is_copy else "") + f"{spec.what} of message {spec.message}")
-    spans = _align(text, pieces, forms, described)
+    return _align(text, pieces, forms, described)
 
+
+def _place_fields(text: str, specs: list[_Spec], slots: list[tuple[int, int, int, bool]],
+                  spans: list[tuple[int, int]], seen: set[int]) -> tuple[list[tuple[int, int, _Spec]], list[str]]:
+    """Every spec placed in the rendering as (start, end, spec), slot fields first, then local values after
+    their keys; and the fields the template did not render, described (local ones first)."""
     placed: list[tuple[int, int, _Spec]] = []
     where: dict[int, tuple[int, int]] = {}  # spec index -> (start, end) for keys, to place local values
     next_slot_start: dict[int, int] = {}
@@ -494,19 +528,29 @@ def render_truth(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dic
         if spec.key not in where:
             dropped.append(f"{spec.what} of message {spec.message}")
             continue
-        a = where[spec.key][1]
-        b = next_slot_start[spec.key]
-        hits = [(text.find(f, a, b), f) for f in _value_forms(spec.value)]
-        hits = [(p, f) for p, f in hits if p >= 0]
-        if not hits:
-            raise TruthUnavailable(f"the {spec.what} of message {spec.message} ({spec.value!r}) is not written "
-                                   f"after its key (scaffold there: {text[a:b][:40]!r})")
-        p, f = min(hits, key=lambda h: (h[0], -len(h[1])))
-        placed.append((p, p + len(f), spec))
+        placed.append(_place_local(text, spec, where[spec.key][1], next_slot_start[spec.key]))
     for k, spec in enumerate(specs):
         if spec.kind != "local" and k not in seen:
             dropped.append(f"{spec.what} of message {spec.message}")
+    return placed, dropped
 
+
+def _place_local(text: str, spec: _Spec, a: int, b: int) -> tuple[int, int, _Spec]:
+    """A non-string value in the scaffold ``text[a:b]`` after its key: the earliest of its written forms (the
+    longest of those starting there)."""
+    hits = [(text.find(f, a, b), f) for f in _value_forms(spec.value)]
+    hits = [(p, f) for p, f in hits if p >= 0]
+    if not hits:
+        raise TruthUnavailable(f"the {spec.what} of message {spec.message} ({spec.value!r}) is not written "
+                               f"after its key (scaffold there: {text[a:b][:40]!r})")
+    p, f = min(hits, key=lambda h: (h[0], -len(h[1])))
+    return p, p + len(f), spec
+
+
+def _char_tables(text: str, placed: list[tuple[int, int, _Spec]]
+                 ) -> tuple[tuple[Field, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """The placed fields in text order (overlapping ones refused), and per character its class, message and
+    field index (scaffold: class 0, -1, -1)."""
     placed.sort(key=lambda t: t[0])
     fields = tuple(Field(sp.message, sp.part, sp.what, s, e) for s, e, sp in placed)
     for f1, f2 in zip(fields, fields[1:]):
@@ -520,34 +564,39 @@ def render_truth(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dic
         char_class[f.start:f.end] = f.char_class
         char_message[f.start:f.end] = f.message
         char_field[f.start:f.end] = j
+    return fields, char_class, char_message, char_field
 
+
+def _encode(tokenizer: Any, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids and character offsets of ``text`` from the fast tokenizer's backend, without special tokens."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         raise TypeError("render_truth needs a fast (tokenizers-backed) transformers tokenizer")
     enc = backend.encode(text, add_special_tokens=False)
     ids = np.asarray(enc.ids, dtype=np.int64)
     offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
-    token_classes, token_field = _token_tables(text, offsets, char_field, char_class)
+    return ids, offsets
 
-    generated, prompt_text, rewritten = None, None, None
-    if per_turn:
-        try:
-            prompt_text = _render(tokenizer, messages[:-1], tools, template, True, template_kwargs)
-        except Exception as exc:
-            raise TemplateRejected(f"with the generation prompt: {_first_line(exc)}") from exc
-        start = _lcp(prompt_text, text)
-        # A template that renders history differently once the turn follows (gpt-oss drops the analysis of
-        # tool calls a final answer follows) parts before the last message: what follows is not the turn.
-        history = [f for f in fields if f.message < len(messages) - 1 and f.end > start]
-        if history:
-            rewritten = (f"the prompt rendering parts from this one at character {start}, before the "
-                         f"{history[0].describe(tuple(str(m.get('role')) for m in messages))}: the template renders "
-                         "earlier messages differently once this turn follows")
-        else:
-            generated = (start, L)
-    return TruthRender(text, ids, offsets, fields, tuple(dropped), tuple(str(m.get("role")) for m in messages),
-                       char_class, char_message, char_field, token_classes, token_field, generated, prompt_text,
-                       rewritten, dict(template_kwargs))
+
+def _generated_range(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                     template: str | None, template_kwargs: dict[str, Any], text: str, fields: tuple[Field, ...]
+                     ) -> tuple[tuple[int, int] | None, str, str | None]:
+    """per_turn: the characters the model generates (from where the prompt rendering parts from this one to
+    the end), the prompt rendering, and why there is no such range when the template rewrites history."""
+    try:
+        prompt_text = _render(tokenizer, messages[:-1], tools, template, True, template_kwargs)
+    except Exception as exc:
+        raise TemplateRejected(f"with the generation prompt: {_first_line(exc)}") from exc
+    start = _lcp(prompt_text, text)
+    # A template that renders history differently once the turn follows (gpt-oss drops the analysis of
+    # tool calls a final answer follows) parts before the last message: what follows is not the turn.
+    history = [f for f in fields if f.message < len(messages) - 1 and f.end > start]
+    if history:
+        rewritten = (f"the prompt rendering parts from this one at character {start}, before the "
+                     f"{history[0].describe(tuple(str(m.get('role')) for m in messages))}: the template renders "
+                     "earlier messages differently once this turn follows")
+        return None, prompt_text, rewritten
+    return (start, len(text)), prompt_text, None
 
 
 # --------------------------------------------------------------------------- judging labels
@@ -567,7 +616,8 @@ class Mismatch:
         return f"token {self.token} {self.text!r}: truth {self.truth}; labelled {self.label}; {self.reason}"
 
 
-def allowed_roles(part: CharClass, *, system_as_user: bool = False, unmarked_tool_calls: bool = False) -> frozenset[Role]:
+def allowed_roles(part: CharClass, *, system_as_user: bool = False,
+                  unmarked_tool_calls: bool = False) -> frozenset[Role]:
     """Roles a token wholly inside a field of this class may carry (rule a)."""
     if part == CharClass.SYSTEM:
         return frozenset({Role.SYSTEM, Role.USER} if system_as_user else {Role.SYSTEM})
@@ -641,88 +691,15 @@ def check_labels(truth: TruthRender, role: np.ndarray, problem: np.ndarray, boun
         raise ValueError(f"labels for {n} tokens do not fit a rendering of {truth.n_tokens} tokens")
     truncated = n < truth.n_tokens
     is_a = np.isin(role.astype(np.int64), [int(r) for r in ASSISTANT_TURN_ROLES])
-    out: list[Mismatch] = []
-    roles = truth.roles
     kw = {"system_as_user": system_as_user, "unmarked_tool_calls": unmarked_tool_calls}
     allowed = {p: allowed_roles(p, **kw) for p in CharClass if p != CharClass.SCAFFOLD}
 
     def label_of(t: int) -> str:
         return _role_name(int(role[t]), int(problem[t]), bool(boundary[t]))
 
-    # Rules a and b, over arrays: only the offending tokens are visited one by one.
-    role64 = role.astype(np.int64)
-    size = max(int(role64.max(initial=0)) + 1, max(int(r) for r in Role) + 1)
-    lut = np.zeros((len(CharClass), size), dtype=bool)  # lut[class, role]: allowed inside a field of that class
-    for c, ok in allowed.items():
-        lut[c, [int(r) for r in ok]] = True
     tf = truth.token_field[:n]
-    field_class = np.array([f.char_class for f in truth.fields], dtype=np.int64)
-    inside = tf >= 0
-    cls = np.where(inside, field_class[np.maximum(tf, 0)] if len(field_class) else 0, 0)
-    for t in np.flatnonzero(inside & ~lut[cls, role64]):
-        fld = truth.fields[int(tf[t])]
-        out.append(Mismatch(int(t), truth.token_text(int(t)), fld.describe(roles), label_of(int(t)),
-                            f"a: {CLASS_NAMES[fld.char_class]} text must be "
-                            f"{'/'.join(sorted(x.name for x in allowed[fld.char_class]))}"))
-    bits = truth.token_classes[:n].astype(np.int64)
-    sides_ok = np.zeros(n, dtype=bool)  # a boundary token carries a role allowed for one of its fields
-    for c in allowed:
-        sides_ok |= ((bits >> int(c)) & 1).astype(bool) & lut[c, role64]
-    as_scaffold = (tf == -1) | ((tf == -2) & ~sides_ok)  # the latter judged with the scaffold around it (rule c)
-
-    # Rule c: scaffold runs between consecutive fields.
-    fields = truth.fields
-    k = len(fields)
-    nmsg = len(roles)
-    memo: dict[int, list[str]] = {}
-
-    def expected(g: int) -> list[str]:
-        if g not in memo:
-            memo[g] = gap_kinds(truth, g)
-        return memo[g]
-
-    def gap_name(g: int) -> str:
-        if k == 0:
-            return "the rendering (no field placed)"
-        if g == 0:
-            return f"scaffold before the first field ({fields[0].describe(roles)})"
-        if g == k:
-            return f"scaffold after the last field ({fields[-1].describe(roles)})"
-        return f"scaffold between message {fields[g - 1].message} ({roles[fields[g - 1].message]}) and message " \
-               f"{fields[g].message} ({roles[fields[g].message]})"
-
-    field_ends = np.array([f.end for f in fields], dtype=np.int64)
-    scaffold_t = np.flatnonzero(as_scaffold)
-    first_char = truth.offsets[scaffold_t, 0].copy()  # where a token's scaffold starts (its first scaffold char)
-    for i in np.flatnonzero(tf[scaffold_t] == -2):
-        s, e = (int(x) for x in truth.offsets[scaffold_t[i]])
-        chars = np.flatnonzero(truth.char_field[s:e] < 0)
-        first_char[i] = s + int(chars[0]) if len(chars) else s
-    gap = np.searchsorted(field_ends, first_char, side="right")
-    kind_a = is_a[scaffold_t]
-    # Only where the gap or the kind changes can the reading fail.
-    change = np.ones(len(scaffold_t), dtype=bool)
-    change[1:] = (gap[1:] != gap[:-1]) | (kind_a[1:] != kind_a[:-1])
-    state: dict[int, int] = {}  # gap -> position in its expected sequence
-    for i in np.flatnonzero(change):
-        g, t = int(gap[i]), int(scaffold_t[i])
-        kind = "A" if kind_a[i] else "N"
-        if state.get(g, 0) < 0:
-            continue  # already reported: one mismatch per broken run
-        seq = expected(g)
-        pos = state.get(g, 0)
-        while pos < len(seq) and seq[pos] != kind:
-            pos += 1
-        if pos == len(seq):
-            rule = "b" if tf[t] == -2 else "c"
-            after = "nothing" if g not in state else ("A" if kind == "N" else "N")
-            out.append(Mismatch(t, truth.token_text(t), gap_name(g), label_of(t),
-                                f"{rule}: scaffold there must read {''.join(x + '*' for x in seq)} "
-                                f"(A = assistant turn, N = other); this token reads {kind} after {after}"))
-            state[g] = -1
-            continue
-        state[g] = pos
-
+    out, as_scaffold = _check_fields(truth, role.astype(np.int64), tf, allowed, label_of)
+    out += _check_scaffold(truth, tf, as_scaffold, is_a, label_of)
     # Rule d.
     for t in truth.generated_tokens():
         if t < n and not is_a[t]:
@@ -735,6 +712,94 @@ def check_labels(truth: TruthRender, role: np.ndarray, problem: np.ndarray, boun
                                 "e: a structural problem on an untruncated rendering"))
     out.sort(key=lambda m: m.token)
     return out
+
+
+def _check_fields(truth: TruthRender, role64: np.ndarray, tf: np.ndarray, allowed: dict[CharClass, frozenset[Role]],
+                  label_of: Callable[[int], str]) -> tuple[list[Mismatch], np.ndarray]:
+    """Rules a and b of ``check_labels``, over arrays (only the offending tokens are visited one by one): the
+    rule-a mismatches, and which tokens are judged as scaffold under rule c (wholly scaffold, or mixed with
+    no role its fields allow)."""
+    out: list[Mismatch] = []
+    n = len(role64)
+    size = max(int(role64.max(initial=0)) + 1, max(int(r) for r in Role) + 1)
+    lut = np.zeros((len(CharClass), size), dtype=bool)  # lut[class, role]: allowed inside a field of that class
+    for c, ok in allowed.items():
+        lut[c, [int(r) for r in ok]] = True
+    field_class = np.array([f.char_class for f in truth.fields], dtype=np.int64)
+    inside = tf >= 0
+    cls = np.where(inside, field_class[np.maximum(tf, 0)] if len(field_class) else 0, 0)
+    for t in np.flatnonzero(inside & ~lut[cls, role64]):
+        fld = truth.fields[int(tf[t])]
+        out.append(Mismatch(int(t), truth.token_text(int(t)), fld.describe(truth.roles), label_of(int(t)),
+                            f"a: {CLASS_NAMES[fld.char_class]} text must be "
+                            f"{'/'.join(sorted(x.name for x in allowed[fld.char_class]))}"))
+    bits = truth.token_classes[:n].astype(np.int64)
+    sides_ok = np.zeros(n, dtype=bool)  # a boundary token carries a role allowed for one of its fields
+    for c in allowed:
+        sides_ok |= ((bits >> int(c)) & 1).astype(bool) & lut[c, role64]
+    as_scaffold = (tf == -1) | ((tf == -2) & ~sides_ok)  # the latter judged with the scaffold around it (rule c)
+    return out, as_scaffold
+
+
+def _check_scaffold(truth: TruthRender, tf: np.ndarray, as_scaffold: np.ndarray, is_a: np.ndarray,
+                    label_of: Callable[[int], str]) -> list[Mismatch]:
+    """Rule c of ``check_labels``: scaffold runs between consecutive fields, one mismatch per broken run.
+    Only where the gap or the kind changes can the reading fail, so only those tokens are visited."""
+    out: list[Mismatch] = []
+    memo: dict[int, list[str]] = {}
+    scaffold_t = np.flatnonzero(as_scaffold)
+    gap = _scaffold_gaps(truth, tf, scaffold_t)
+    kind_a = is_a[scaffold_t]
+    change = np.ones(len(scaffold_t), dtype=bool)
+    change[1:] = (gap[1:] != gap[:-1]) | (kind_a[1:] != kind_a[:-1])
+    state: dict[int, int] = {}  # gap -> position in its expected sequence
+    for i in np.flatnonzero(change):
+        g, t = int(gap[i]), int(scaffold_t[i])
+        kind = "A" if kind_a[i] else "N"
+        if state.get(g, 0) < 0:
+            continue  # already reported: one mismatch per broken run
+        if g not in memo:
+            memo[g] = gap_kinds(truth, g)
+        seq = memo[g]
+        pos = state.get(g, 0)
+        while pos < len(seq) and seq[pos] != kind:
+            pos += 1
+        if pos == len(seq):
+            rule = "b" if tf[t] == -2 else "c"
+            after = "nothing" if g not in state else ("A" if kind == "N" else "N")
+            out.append(Mismatch(t, truth.token_text(t), _gap_name(truth, g), label_of(t),
+                                f"{rule}: scaffold there must read {''.join(x + '*' for x in seq)} "
+                                f"(A = assistant turn, N = other); this token reads {kind} after {after}"))
+            state[g] = -1
+            continue
+        state[g] = pos
+    return out
+
+
+def _scaffold_gaps(truth: TruthRender, tf: np.ndarray, scaffold_t: np.ndarray) -> np.ndarray:
+    """The gap (``gap_kinds`` numbering) each of the ``scaffold_t`` tokens lies in, by where its scaffold starts:
+    a token mixed with field characters counts from its first scaffold character."""
+    field_ends = np.array([f.end for f in truth.fields], dtype=np.int64)
+    first_char = truth.offsets[scaffold_t, 0].copy()
+    for i in np.flatnonzero(tf[scaffold_t] == -2):
+        s, e = (int(x) for x in truth.offsets[scaffold_t[i]])
+        chars = np.flatnonzero(truth.char_field[s:e] < 0)
+        first_char[i] = s + int(chars[0]) if len(chars) else s
+    return np.searchsorted(field_ends, first_char, side="right")
+
+
+def _gap_name(truth: TruthRender, g: int) -> str:
+    """Scaffold gap ``g`` described for a mismatch (which fields it lies between)."""
+    fields, roles = truth.fields, truth.roles
+    k = len(fields)
+    if k == 0:
+        return "the rendering (no field placed)"
+    if g == 0:
+        return f"scaffold before the first field ({fields[0].describe(roles)})"
+    if g == k:
+        return f"scaffold after the last field ({fields[-1].describe(roles)})"
+    return f"scaffold between message {fields[g - 1].message} ({roles[fields[g - 1].message]}) and message " \
+           f"{fields[g].message} ({roles[fields[g].message]})"
 
 
 # --------------------------------------------------------------------------- judging a loss mask
