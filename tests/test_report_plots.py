@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from drafter_contracts.report.html import CAP_BAR_MIN_WIDTH, duration, seq_len_svg
+from drafter_contracts.report.html import CAP_BAR_MIN_WIDTH, duration, roles_svg, seq_len_svg
 from drafter_contracts.checks.stats import SEQ_LEN_EDGES, seq_len_histogram
 
 
@@ -36,3 +36,11 @@ def test_durations_read_for_sub_millisecond_checks():
     assert duration(0.0123) == "12.3 ms"
     assert duration(2.5) == "2.50 s"
     assert duration(0) == "–" and duration(None) == "–"
+
+
+def test_roles_of_equal_share_are_drawn_in_name_order_whatever_the_hash_seed():
+    # Eight roles of one share: a set's order (the hash seed's) is their name order once in 40,320.
+    tied = ["user", "tool", "system", "header", "end", "outside", "assistant_end", "after_assistant_end"]
+    svg = roles_svg({"assistant": 0.3, **{r: 0.0875 for r in tied}}, {})
+    drawn = re.findall(r'text-anchor="end" font-size="12">([a-z_]+)</text>', svg)
+    assert drawn == ["assistant", *sorted(tied)]

@@ -192,7 +192,8 @@ def share_svg(hist: list[int]) -> str:
 
 def roles_svg(all_tokens: dict[str, float], supervised: dict[str, float]) -> str:
     """Token share by role: all tokens and supervised tokens, side by side."""
-    roles = sorted(set(all_tokens) | set(supervised), key=lambda r: -all_tokens.get(r, 0))
+    # Ties by name: a set's order changes with the interpreter's hash seed, the page must not.
+    roles = sorted(set(all_tokens) | set(supervised), key=lambda r: (-all_tokens.get(r, 0), r))
     if not roles:
         return "<p>no role labels (no tokenizer)</p>"
     row_h, left = 24, 140
