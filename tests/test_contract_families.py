@@ -169,13 +169,13 @@ def test_a_family_added_to_the_package_runs_without_a_core_change(package_with_a
     for rel in ("options.py", "plugin.py", "engine.py", "config.py", "checks/registry.py", "report/summary.py",
                 "init_contract.py", "__main__.py"):
         assert (pkg / "drafter_contracts" / rel).read_bytes() == (SRC / rel).read_bytes()
-    data = f"--dataset-path={clean_dataset}"
+    data = f"--dataset-path={clean_dataset}", "--tokenizer=builtin:qwen3.6"
 
-    proc, summary = _run(pkg, tmp_path / "off", data)
+    proc, summary = _run(pkg, tmp_path / "off", *data)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "rows_under_cap" not in summary["checks"], "on_request: left out of the run without its input"
 
-    proc, summary = _run(pkg, tmp_path / "low", data, "--row-cap=10")
+    proc, summary = _run(pkg, tmp_path / "low", *data, "--row-cap=10")
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert summary["checks"]["rows_under_cap"]["verdict"] == "fail"
     assert summary["row_cap"] == {"cap": 10}
@@ -185,7 +185,7 @@ def test_a_family_added_to_the_package_runs_without_a_core_change(package_with_a
     from drafter_contracts.config import builtin_contracts
 
     contract.write_text(builtin_contracts()["generic"].read_text() + "\n[row_cap]\nmax_rows = 1000000\n")
-    proc, summary = _run(pkg, tmp_path / "table", data, f"--contract={contract}")
+    proc, summary = _run(pkg, tmp_path / "table", *data, f"--contract={contract}")
     assert summary is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert summary["checks"]["rows_under_cap"]["verdict"] == "pass"
     assert summary["row_cap"] == {"cap": 1000000}
@@ -198,16 +198,16 @@ def test_a_family_added_to_the_package_runs_without_a_core_change(package_with_a
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = summary["dataset"]["num_rows"]
     assert f"max_rows = {3 * rows}" in pinned.read_text()
-    proc, summary = _run(pkg, tmp_path / "pinned", data, f"--contract={pinned}")
+    proc, summary = _run(pkg, tmp_path / "pinned", *data, f"--contract={pinned}")
     assert summary["checks"]["rows_under_cap"]["verdict"] == "pass", proc.stdout[-3000:]
     assert summary["row_cap"] == {"cap": 3 * rows}
 
-    proc, _ = _run(pkg, tmp_path / "bad", data, "--row-cap=0")
+    proc, _ = _run(pkg, tmp_path / "bad", *data, "--row-cap=0")
     assert proc.returncode == 4 and "--row-cap 0: must be >= 1" in proc.stdout + proc.stderr
 
     # the installed package, which holds no such family, refuses the table like any unknown one
     env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", data,
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", *data,
                            f"--contract={contract}", f"--report-dir={tmp_path / 'plain'}"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 4 and "row_cap" in proc.stdout + proc.stderr

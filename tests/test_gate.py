@@ -143,21 +143,24 @@ def test_the_verdict_line_comes_after_the_warnings(pytester, args):
 
 
 def test_the_generic_default_fits_a_dataset_it_has_never_seen(pytester, tmp_path):
-    """No contract, no tokenizer: a small int64 dataset with an extra column; the verdicts say what they did."""
+    """No contract and no tokenizer (the contracts that read tokens turned off by name): a small int64 dataset
+    with an extra column; the verdicts say what they did."""
     import datasets
 
     folder = tmp_path / "other"
     datasets.Dataset.from_dict({"input_ids": [[5, 6, 7, 8], [9, 10, 11]], "loss_mask": [[0, 0, 1, 1], [0, 1, 1]],
                                 "seq_len": [4, 3], "source": ["a", "b"]}).save_to_disk(str(folder))
-    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", "--report-dir=reports", "-p", "no:cacheprovider")
+    off = ("--skip-contract", "tokenizer")
+    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", *off, "--report-dir=reports",
+                                          "-p", "no:cacheprovider")
     assert result.ret == 1  # the extra column
     s = summary(pytester)
     assert s["checks"]["schema"]["messages"] == ["extra column source (set allow_extra_columns to accept)"]
     assert s["checks"]["row_count"]["skip_reasons"][0].startswith("not pinned: pass --expected-count or a contract from init")
     assert s["contract"]["max_len"] == 4 and s["contract"]["max_len_source"] == "observed"
     assert "max_len not pinned: the longest row (4 tokens)" in result.stdout.str()
-    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", "--allow-extra-columns", "--report-dir=reports",
-                                          "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess(f"--dataset-path={folder}", *off, "--allow-extra-columns",
+                                          "--report-dir=reports", "-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert summary(pytester)["checks"]["schema"]["verdict"] == "pass"
     assert {c["verdict"] for c in summary(pytester)["checks"].values()} <= {"pass", "skip", "warn"}

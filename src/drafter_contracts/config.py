@@ -260,6 +260,13 @@ class Contract:
     mask_keys: tuple[str, ...] = ()
     #: How the mask policy was resolved (the convention, and what it learnt from the template or the data).
     mask_how: str = ""
+    #: Contracts the run must check besides the gate's own (``[contracts] required``): one that cannot run
+    #: stops the run before any work (exit 4) unless it is turned off by name.
+    required: tuple[str, ...] = ()
+    #: Contracts turned off by name (``[contracts] skip``, ``--skip-contract``): reported as not checked.
+    skip: tuple[str, ...] = ()
+    #: Where the tokenizer came from when neither the command line nor the contract named it.
+    tokenizer_how: str = ""
     #: Each contract family's policy, parsed from the table it owns (``contract_families.ContractFamily.parse_table``),
     #: by family name; its defaults when the file has no such table.
     families: dict[str, Any] = field(default_factory=dict)
@@ -326,6 +333,10 @@ _SCHEMA: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
         "min_reply_tokens": (_INT, "content.min_reply_tokens"),
         "soft_min_len": (_INT, "content.soft_min_len"),
         "block_size": (_INT, "content.block_size"),
+    },
+    "contracts": {
+        "required": ((list,), "required"),
+        "skip": ((list,), "skip"),
     },
     "drift": {
         "sample_rows": (_INT, "drift.sample_rows"),
@@ -455,6 +466,9 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
             raise UsageProblem(f"{where}: [content] placeholder_replies must be a list of non-empty strings, "
                                f"got {replies!r}")
         content_kwargs["placeholder_replies"] = tuple(replies)
+    for key in ("required", "skip"):
+        if key in flat:
+            flat[key] = _contract_names(flat[key], f"{where}: [contracts] {key}")
     flat["content"] = ContentPolicy(**content_kwargs)
     flat["drift"] = DriftPolicy(**drift_kwargs)
     flat.setdefault("max_len", None)  # not pinned: the engine takes the longest row (see Contract.max_len)
@@ -478,11 +492,20 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
                                        mask_keys=tuple(sorted(set(contract.mask_keys) | set(mask_given))))
     if not given:
         return contract
+    if "skip" in given:  # --skip-contract adds to the file's list
+        given["skip"] = tuple(dict.fromkeys((*contract.skip, *given["skip"])))
     if isinstance(given.get("count_tolerance"), str):
         given["count_tolerance"] = Tolerance.parse(given["count_tolerance"], "--count-tolerance")
     contract = dataclasses.replace(contract, **given)
     _check_values(contract, "command line (" + ", ".join("--" + k.replace("_", "-") for k in given) + ")")
     return contract
+
+
+def _contract_names(raw: list[Any], where: str) -> tuple[str, ...]:
+    """A list of contract names as written (``checks/gate.py: expand`` checks that each exists)."""
+    if not all(isinstance(x, str) and x for x in raw):
+        raise UsageProblem(f"{where} must be a list of contract names, got {raw!r}")
+    return tuple(dict.fromkeys(raw))
 
 
 def _check_mask_choices(values: Mapping[str, Any], where: str) -> None:

@@ -166,7 +166,9 @@ class ContractRun:
         for entry in registry.specs().values():
             if entry.scope is not registry.Scope.WHOLE:
                 continue
-            verdict = entry.reduce(self)
+            off = self.engine.turned_off.get(entry.name)
+            verdict = entry.reduce(self) if off is None else CheckResult(entry.name, "dataset",
+                                                                         skipped=f"not checked: {off}")
             if verdict is None:
                 continue
             result, details, figures = ((verdict.result, verdict.details, verdict.figures)
@@ -237,6 +239,7 @@ class ContractRun:
                                      tuple(registry.specs()), engine.contract.baseline.top_k,
                                      counts, unchecked, engine.shard_checks, self.coverage.unreported())
         self.summary.update(split_section(engine))
+        self._hold_required(session)
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()
         try:
@@ -258,6 +261,23 @@ class ContractRun:
                 self.artifacts.append(f"{self.save_baseline} (baseline saved{note})")
             else:
                 self.artifacts.append(f"{self.save_baseline} NOT saved: stats cover only part of the shards")
+
+    def _hold_required(self, session: pytest.Session) -> None:
+        """A required contract that was not checked (``checks/gate.py``) keeps the run from being green.
+
+        The gate refuses to start when a required contract lacks an input; this catches what only shows
+        once the run is under way (every shard of it skipped). What the user turned off is listed too.
+        """
+        from .checks.gate import required
+
+        checks = self.summary["checks"]
+        missed = {n: "; ".join(checks[n]["skip_reasons"]) for n in required(self.engine.contract)
+                  if n in checks and checks[n]["verdict"] == "skip"}
+        off = {n: why for n, why in self.engine.turned_off.items() if n in checks}
+        self.summary["not_checked"] = {"required": missed, "turned_off": off}
+        if missed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            self.summary["exit_status"] = int(session.exitstatus)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """The run's last line: one verdict, after pytest's own summary and any warnings."""
@@ -281,10 +301,12 @@ class ContractRun:
             return None
         checks = self.summary["checks"]
         count = lambda v: sum(c["verdict"] == v for c in checks.values())  # noqa: E731
-        rest = ", ".join(f"{n} {w}" for n, w in ((count("warn"), "warn"), (count("skip"), "skipped")) if n)
+        gaps = self.summary.get("not_checked") or {"required": {}, "turned_off": {}}
+        skipped = count("skip") - len(gaps["turned_off"]) - len(set(gaps["required"]) - set(gaps["turned_off"]))
+        rest = ", ".join(f"{n} {w}" for n, w in ((count("warn"), "warn"), (skipped, "skipped")) if n)
         return (f"drafter-contracts: {count('fail')} of {len(checks)} contracts violated on "
-                f"{self.summary['figures']['rows']:,} rows{worst_reason(checks)}{'; ' + rest if rest else ''} "
-                f"(exit {code})")
+                f"{self.summary['figures']['rows']:,} rows{worst_reason(checks)}{'; ' + rest if rest else ''}"
+                f"{not_checked_clause(gaps)} (exit {code})")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.summary is None:
@@ -301,6 +323,19 @@ class ContractRun:
             terminalreporter.line(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} "
                                   f"shards, {self.summary['figures']['rows']:,} rows; join all parts with "
                                   "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")
+
+
+def not_checked_clause(gaps: dict[str, dict[str, str]]) -> str:
+    """``; NOT CHECKED: mask_on_assistant_spans, ... (turned off by name)``: the verdict line's words for what the
+    run did not check although a gate exists for it ('' when it checked everything it requires)."""
+    parts = []
+    if gaps["required"]:
+        parts.append(f"REQUIRED BUT NOT CHECKED: {', '.join(gaps['required'])}")
+    by_how: dict[str, list[str]] = {}
+    for name, how in gaps["turned_off"].items():
+        by_how.setdefault(how.split(" (")[0], []).append(name)
+    parts += [f"NOT CHECKED ({how}): {', '.join(names)}" for how, names in by_how.items()]
+    return "".join("; " + p for p in parts)
 
 
 def worst_reason(checks: dict[str, Any]) -> str:

@@ -353,25 +353,57 @@ class Engine:
         """The contracts with a test of their own in this run (``DATASET_CHECKS`` and the requested ones)."""
         return tuple(c for c in names(Scope.DATASET) if self.runs(c))
 
+    @cached_property
+    def turned_off(self) -> dict[str, str]:
+        """Contracts the user turned off by name or by a contract key, with how (``checks/gate.py``)."""
+        from .checks.gate import turned_off
+
+        return turned_off(self.contract)
+
+    def unavailable(self, name: str) -> str | None:
+        """Why a contract lacks an input it needs here (a family's input, the tokenizer), or None.
+
+        Unlike a missing column (which ``schema`` fails), a missing input leaves the data unjudged:
+        the gate refuses to start when a required contract is unavailable (``checks/gate.py``).
+        """
+        missing = self.missing_input(name)
+        declared = spec(name)
+        if missing is None and declared.missing is not None:
+            missing = declared.missing(self)
+        if missing is not None:
+            return missing
+        if TOKENIZER in declared.needs and self.vocab is None:
+            return ("no tokenizer: none was named, and no tokenizer.json is in the dataset's folder, the two above it "
+                    "or a tokenizer/ folder in them; pass --tokenizer DIR, the tokenizer the rows were made with")
+        return None
+
     def skip_reason(self, name: str) -> str | None:
         """Why a contract cannot run here (what it needs, by its registry entry), or None when it can."""
+        if name in self.turned_off:
+            return f"not checked: {self.turned_off[name]}"
         needs = spec(name).needs
-        missing = self.missing_input(name)
+        missing = self.unavailable(name)
         if missing is not None:
             return missing
         if IDS in needs and "input_ids" in self.column_problems:
             return self.column_problems["input_ids"]
         if MASK in needs and "loss_mask" in self.column_problems:
             return self.column_problems["loss_mask"]
-        if TOKENIZER in needs and self.vocab is None:
-            return "no tokenizer: pass --tokenizer DIR or set [tokenizer] path in the contract"
         return None
+
+    def blocked(self) -> dict[str, str]:
+        """Required contracts (``checks/gate.py``) that cannot run for want of an input: name -> why."""
+        from .checks.gate import required
+
+        return {name: reason for name in required(self.contract) if (reason := self.unavailable(name))}
 
     def dataset_check(self, name: str) -> CheckResult:
         """A dataset-level contract's verdict (its Spec's ``run``)."""
         declared = spec(name)
         if declared is None or declared.scope is not Scope.DATASET:
             raise KeyError(name)
+        if name in self.turned_off:
+            return CheckResult(name, "dataset", skipped=self.skip_reason(name))
         return declared.run(self)
 
     def work(self, shard: Shard) -> ShardWork:

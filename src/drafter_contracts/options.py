@@ -60,6 +60,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="contract file (write one with 'drafter-contracts init') or built-in name (default: generic)")
     g.addoption("--tokenizer", metavar="DIR_OR_NAME",
                 help="tokenizer folder (holding tokenizer.json), a model name in the local cache, or builtin:qwen3.6")
+    g.addoption("--skip-contract", metavar="NAME[,NAME]", action="append",
+                help="turn contracts off by name, repeatable (or a group: tokenizer, mask); they are reported as "
+                     "not checked, in words on the verdict line. Without it, a contract the gate requires that "
+                     "cannot run (no tokenizer) stops the run (exit 4)")
     g.addoption("--expected-count", metavar="N", help="expected number of rows")
     g.addoption("--count-tolerance", metavar="N|P%",
                 help="allowed distance from --expected-count: rows or a percentage")
@@ -188,6 +192,8 @@ def parse_values(config: pytest.Config, opts: RunOptions) -> None:
     over["mask"] = parse_mask_overrides(opt("mask_policy"))
     over["template_profile"] = opt("template_profile")
     over["allow_extra_columns"] = opt("allow_extra_columns")
+    skipped = [n.strip() for raw in opt("skip_contract") or () for n in raw.split(",") if n.strip()]
+    over["skip"] = tuple(skipped) if skipped else None
     opts.overrides = over
     if opt("split") is not None:
         m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", opt("split"))
@@ -262,9 +268,26 @@ def load_contract_options(config: pytest.Config, opts: RunOptions, masker: bool)
     name = contract_relative(opts.contract.tokenizer, opts.contract_path, from_cli)
     if masker and name is None:
         name = f"{BUILTIN_PREFIX}{BUILTIN_TOKENIZERS[0]}"
+    if name is None and opts.dataset is not None:
+        name = found_tokenizer(opts)
     if name is not None:
         resolve_tokenizer(name)
     opts.tokenizer = name
+
+
+def found_tokenizer(opts: RunOptions) -> str | None:
+    """Neither the command line nor the contract names a tokenizer: the one saved beside or above the dataset,
+    if any, said in the summary (``Contract.tokenizer_how``)."""
+    from dataclasses import replace
+
+    from .tokenizer_source import discover_tokenizer
+
+    found = discover_tokenizer(opts.dataset.path)
+    if found is None:
+        return None
+    opts.contract = replace(opts.contract, tokenizer=str(found),
+                            tokenizer_how="found beside the dataset; pass --tokenizer to choose another")
+    return str(found)
 
 
 def contract_relative(raw: str | None, contract_file: Path, from_cli: bool) -> str | None:

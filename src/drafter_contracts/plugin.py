@@ -37,8 +37,8 @@ def build_engine(config: pytest.Config) -> Engine:
     """Contract, dataset and tokenizer from the command line (checked by ``options``); UsageProblem on bad input."""
     opts = run_options(config)
     if not opts.checked:  # a worker: the controller checked the inputs, this process only opens them
-        load_contract_options(config, opts, masker=False)
         opts.dataset = open_dataset(config.getoption("dataset_path"), config.getoption("dataset_split"))
+        load_contract_options(config, opts, masker=False)  # after the dataset: a tokenizer beside it is found
     contract, dataset, split, name = opts.contract, opts.dataset, opts.split, opts.tokenizer
     vocab = load_vocabulary(name) if name else None
     if vocab is not None and contract.vocab_size is not None and vocab.size != contract.vocab_size:
@@ -57,6 +57,11 @@ def build_engine(config: pytest.Config) -> Engine:
         engine.token_freq_path = Path(token_freq).expanduser()  # options checked that it is a file
     if vocab is not None:
         vocab.save_tables()  # the profile has made its lookups: workers start from the cache
+    blocked = engine.blocked()
+    if blocked:
+        from .checks.gate import blocked_message
+
+        raise UsageProblem(blocked_message(blocked))
     problem = engine.coverage_problem()
     if problem:
         raise UsageProblem(problem)

@@ -13,6 +13,11 @@ Three kinds of value are accepted:
   or that file itself;
 * a model name (``Org/Model``) already in the local Hugging Face cache: lookups are
   local-only, so a gate never depends on a network.
+
+When none is named, :func:`discover_tokenizer` looks where users keep the tokenizer a dataset
+was made with: in the dataset's folder and the two folders above it, directly or in a
+``tokenizer/`` subfolder. What it finds is said in the summary; what it does not find is a
+usage error wherever a contract that reads tokens would otherwise skip (fail closed).
 """
 
 from __future__ import annotations
@@ -109,3 +114,29 @@ def resolve_tokenizer(name: str, option: str = "--tokenizer") -> str:
     raise UsageProblem(f"{option} {name}: no such folder and not in the local model cache (searched {where}); "
                        "lookups are local-only (no network): pass the tokenizer's folder, or put the model in that "
                        "cache first on a machine that may download")
+
+
+#: How far above the dataset folder :func:`discover_tokenizer` looks (the folder itself is 0).
+DISCOVER_LEVELS = 2
+#: Subfolders of each searched folder that may hold the tokenizer.
+DISCOVER_SUBFOLDERS = ("", "tokenizer")
+
+
+def discovery_places(dataset_dir: Path) -> list[Path]:
+    """The folders :func:`discover_tokenizer` searches, in order: nearest first."""
+    start = Path(dataset_dir).expanduser().resolve()
+    chain = [start, *start.parents][:DISCOVER_LEVELS + 1]
+    return [folder / sub if sub else folder for folder in chain for sub in DISCOVER_SUBFOLDERS]
+
+
+def discover_tokenizer(dataset_dir: Path) -> Path | None:
+    """The folder holding ``tokenizer.json`` nearest the dataset (beside it or up to two folders above), or None.
+
+    A tokenizer saved with the data (``save_pretrained`` into the dataset's folder or a sibling
+    ``tokenizer/``) is the one the rows were made with far more often than any default; a gate
+    that found none must say so rather than skip the contracts that read tokens.
+    """
+    for folder in discovery_places(dataset_dir):
+        if (folder / TOKENIZER_FILE).is_file():
+            return folder
+    return None

@@ -267,4 +267,5 @@ def run_drift(e) -> CheckResult:
 
 
 register(Spec("tokenizer_drift", Scope.DATASET, "a sample of rows from every shard re-encodes to the same ids",
-              needs=frozenset({IDS, TOKENIZER}), per_part=True, run=run_drift))
+              needs=frozenset({IDS, TOKENIZER}), per_part=True, run=run_drift,
+              turned_off=lambda c: "[drift] sample_rows = 0" if c.drift.sample_rows == 0 else None))

@@ -124,6 +124,12 @@ class Spec:
     #: Runs only when an option asks for it (--baseline; a family's contracts that need its input, given
     #: by an option). Without it the contract is left out of the run, not skipped (``Engine.runs``).
     on_request: bool = False
+    #: ``turned_off(contract) -> reason``: the contract file's own keys turn it off (``[mask] completeness =
+    #: "off"``, ``[drift] sample_rows = 0``); the user wrote that down, so the gate does not require it.
+    turned_off: Callable[["Contract"], str | None] | None = None
+    #: ``missing(engine) -> reason``: an input of its own that this run lacks (a file beside the dataset);
+    #: like a family's input or the tokenizer, a required contract lacking it stops the run (``checks/gate.py``).
+    missing: Callable[["ContractEngine"], str | None] | None = None
 
 
 #: The core's modules that declare contracts, in report order (the order of summary.json and the

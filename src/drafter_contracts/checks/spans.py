@@ -325,6 +325,7 @@ register(Spec("mask_on_assistant_spans", Scope.ROW, "loss_mask is 1 only where t
                                                              e.mask_totals(w))))
 register(Spec("mask_covers_assistant_spans", Scope.ROW, "every token the mask policy requires is supervised",
               needs=frozenset({IDS, MASK, TOKENIZER}), offending=offending_unsupervised, hint=convention_hint,
+              turned_off=lambda c: "[mask] completeness = \"off\"" if c.mask.completeness == "off" else None,
               hints={int(Role.REASONING): (
                   " Reasoning is left out of the mask in most rows: the Qwen3 regex bug of speculators "
                   "(the empty think block baked into the role marker), or, if that is intended, declare "

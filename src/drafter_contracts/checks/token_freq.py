@@ -96,19 +96,23 @@ def compare(recomputed: np.ndarray, stored: np.ndarray, decode: Callable[[int], 
     return CheckResult("token_freq", "dataset", rows_checked=rows_checked, message=message)
 
 
+def missing_file(e) -> str | None:
+    """Why there is no token_freq.pt to check in this run, or None."""
+    if e.token_freq_path is None and not (e.dataset.path / FILE_NAME).is_file():
+        return f"no {FILE_NAME} beside the dataset and no --token-freq FILE given"
+    return None
+
+
 def check_token_freq(e, counts: tuple[np.ndarray, np.ndarray] | None, shards_covered: int) -> CheckResult:
     """token_freq.pt against the exact supervised-id counts the shards' stats already carry.
 
     Runs at the controller after every shard reported: the counts are the sum of the
     shards' own, so checking the file costs no second pass over the dataset.
     """
-    path = e.token_freq_path
-    if path is None:
-        beside = e.dataset.path / FILE_NAME
-        if not beside.is_file():
-            return CheckResult("token_freq", "dataset", skipped=(
-                f"no {FILE_NAME} beside the dataset and no --token-freq FILE given"))
-        path = beside
+    absent = missing_file(e)
+    if absent is not None:
+        return CheckResult("token_freq", "dataset", skipped=absent)
+    path = e.token_freq_path or e.dataset.path / FILE_NAME
     if "input_ids" in e.column_problems or "loss_mask" in e.column_problems:
         return CheckResult("token_freq", "dataset", skipped=e.column_problems.get(
             "input_ids", e.column_problems.get("loss_mask")))
@@ -134,4 +138,5 @@ def check_token_freq(e, counts: tuple[np.ndarray, np.ndarray] | None, shards_cov
 
 register(Spec("token_freq", Scope.WHOLE, "token_freq.pt equals the supervised-token counts of the whole dataset",
               needs=frozenset({IDS, MASK}), report_skip=False,  # no file to check: said in the summary alone
+              missing=missing_file,
               reduce=lambda run: check_token_freq(run.engine, run.supervised_counts(), len(run.shard_stats()))))

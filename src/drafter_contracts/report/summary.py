@@ -191,7 +191,8 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         f"dataset   {summary['dataset']['path']}"
         + (f" (split {summary['dataset']['split']})" if summary['dataset']['split'] else ""),
         f"contract  {summary['contract']['name']} ({summary['contract']['source']})",
-        f"tokenizer {summary['tokenizer']['name'] or 'none'}",
+        f"tokenizer {summary['tokenizer']['name'] or 'none'}"
+        + (f" ({summary['contract']['tokenizer_how']})" if summary["contract"].get("tokenizer_how") else ""),
         f"rows {_fmt(summary['dataset']['num_rows'])} · tokens {_fmt(f['tokens'])} · "
         f"seq_len min/mean/max {_fmt(f['seq_len_min'])}/{_fmt(f['seq_len_mean'], ',.1f')}/{_fmt(f['seq_len_max'])} · "
         f"at max_len {_fmt(f['rows_at_max_len'])}",
