@@ -82,3 +82,32 @@ def probe_crashes(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
 
 
 probe_crashes.supports_assistant_mask = _probe_without_user  # type: ignore[attr-defined]
+
+
+def reply_found_by_search(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tokenizer: Any,
+                          max_length: int) -> tuple[list[int], list[bool]]:
+    """Each reply located by searching the rendering for its text (the first copy wins), plus the token after.
+
+    The rule a producer follows when it finds assistant text with ``str.find``: a user, system or tool
+    message that repeats a reply, or an earlier identical reply, takes the reply's labels, and the
+    reply itself is left unsupervised.
+    """
+    text = tokenizer.apply_chat_template(messages, tools=tools, chat_template=tagged_template(), tokenize=False)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, spans = list(enc["input_ids"]), enc["offset_mapping"]
+    mask = [False] * len(ids)
+    for m in messages:
+        reply = m.get("content") if m.get("role") == "assistant" else None
+        at = text.find(reply) if reply else -1
+        if at < 0:
+            continue
+        inside = [t for t, (a, b) in enumerate(spans) if a < at + len(reply) and b > at]
+        for t in inside + ([inside[-1] + 1] if inside and inside[-1] + 1 < len(ids) else []):
+            mask[t] = True
+    return ids[:max_length], mask[:max_length]
+
+
+reply_found_by_search.convention = "speculators-regex"  # type: ignore[attr-defined]
+#: Over that convention: the token after each reply (the end of turn) is trained, reasoning and tool calls are not.
+reply_found_by_search.mask_policy = {"end_of_turn": True, "reasoning_final": False,  # type: ignore[attr-defined]
+                                     "reasoning_earlier": False, "tool_calls": False}

@@ -19,7 +19,8 @@ from drafter_contracts.properties.context import PropertyContext
 
 HYPOTHESIS_PROPERTIES = ("test_ids_equal_template_rendering", "test_mask_is_sound", "test_mask_is_complete",
                          "test_truncation_keeps_ids_and_mask_aligned",
-                         "test_invalid_conversation_is_rejected_or_skipped", "test_same_conversation_same_rows")
+                         "test_invalid_conversation_is_rejected_or_skipped", "test_same_conversation_same_rows",
+                         "test_mask_follows_the_reply_not_its_copy")
 _FIRST = re.compile(r"first shown by example (\d+)")
 
 

@@ -38,7 +38,7 @@ def test_hf_masker_passes_every_property(tmp_path: Path) -> None:
     proc = run_properties(tmp_path, "--masker=hf")
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     got = outcomes(proc)
-    assert len(got) == 8 and set(got.values()) == {"PASSED"}, got
+    assert len(got) == 9 and set(got.values()) == {"PASSED"}, got
     assert not list(tmp_path.iterdir()), "the suite wrote into the folder it ran from"
 
 
@@ -49,6 +49,7 @@ CAUGHT_BY = {
     "length_skew": "test_truncation_keeps_ids_and_mask_aligned",
     "unknown_roles_dropped": "test_invalid_conversation_is_rejected_or_skipped",
     "probe_crashes": "test_support_probe",
+    "reply_found_by_search": "test_mask_follows_the_reply_not_its_copy",
 }
 #: what the shrunk example must show
 SHOWS = {
@@ -57,6 +58,7 @@ SHOWS = {
     "length_skew": "len(input_ids)",
     "unknown_roles_dropped": "unknown_role",
     "probe_crashes": "probe crashed on a strict template",
+    "reply_found_by_search": "a reply repeated in",
 }
 
 
@@ -96,7 +98,7 @@ def test_real_speculators_verdict(tmp_path: Path, wanted: str) -> None:
     got = outcomes(proc)
     defects = KNOWN_DEFECTS[wanted]
     assert proc.returncode == 0, proc.stdout[-8000:]
-    assert len(got) == 8, got
+    assert len(got) == 9, got
     for test, outcome in got.items():
         if test.split("[")[0] in defects:
             assert outcome == "XFAIL", (test, outcome)

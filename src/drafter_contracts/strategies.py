@@ -33,9 +33,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = ["SPECIAL_STRINGS", "UNKNOWN_ROLES", "Conversation", "assistant_message", "conversations", "edged",
-           "invalid_conversations", "json_values", "max_lengths", "message_text", "tool_call", "tool_message",
-           "tool_schema"]
+__all__ = ["ECHOES", "SPECIAL_STRINGS", "UNKNOWN_ROLES", "Conversation", "assistant_message", "conversations",
+           "echoed_conversations", "edged", "invalid_conversations", "json_values", "max_lengths", "message_text",
+           "tool_call", "tool_message", "tool_schema"]
 
 Conversation = dict[str, Any]
 
@@ -242,6 +242,49 @@ _EDGED_SPECIAL = edged(_WITH_SPECIALS)
 @lru_cache(maxsize=16)
 def _system_text(markers: tuple[str, ...]) -> st.SearchStrategy[str]:
     return edged(message_text(specials=True, markers=markers))
+#: Where :func:`echoed_conversations` repeats an assistant reply: in the user query before it, the system
+#: prompt, a tool response before it, or a second reply of the same conversation.
+ECHOES = ("user", "system", "tool", "identical_reply")
+#: How a message quotes the reply it repeats.
+_QUOTES = ("{}", "Repeat after me: {}", 'You said "{}" before.', "{}\n\nSay exactly that.")
+_REPLY = st.lists(st.sampled_from(_WORDS), min_size=3, max_size=8).map(" ".join)
+
+
+@st.composite
+def echoed_conversations(draw: st.DrawFn, *, markers: tuple[str, ...] = ()) -> Conversation:
+    """A valid conversation in which text outside an assistant reply repeats that reply verbatim.
+
+    A producer that finds a reply's text in the rendering by searching for it (``str.find``)
+    puts the reply's labels on whichever copy comes first: a user who says "Repeat after me",
+    a system prompt holding the expected answer, a tool response the reply repeats, or an
+    earlier identical reply. ``conv["echo"]`` says which of :data:`ECHOES` was drawn.
+    """
+    conv = draw(conversations(max_exchanges=2, long_turns=False, special_text=False, markers=tuple(markers)))
+    msgs = [dict(m) for m in conv["messages"]]
+    answers = [i for i, m in enumerate(msgs) if m["role"] == "assistant" and not m.get("tool_calls")]
+    i = draw(st.sampled_from(answers))  # every exchange ends with an answer
+    reply = draw(_REPLY)
+    msgs[i] = {"role": "assistant", "content": reply}
+    kind = draw(st.sampled_from(ECHOES))
+    quote = draw(st.sampled_from(_QUOTES)).format(reply)
+    before = [j for j in range(i) if msgs[j]["role"] in ("user", "tool")]
+    tools = [j for j in before if msgs[j]["role"] == "tool"]
+    if kind == "tool" and tools:
+        msgs[tools[-1]]["content"] = quote
+    elif kind == "system":
+        if msgs[0]["role"] == "system":
+            msgs[0]["content"] = f"{msgs[0]['content']}\n{quote}"
+        else:
+            msgs.insert(0, {"role": "system", "content": quote})
+    elif kind == "identical_reply":
+        msgs += [{"role": "user", "content": draw(_REPLY)}, {"role": "assistant", "content": reply}]
+    else:
+        kind = "user"
+        users = [j for j in before if msgs[j]["role"] == "user"]
+        msgs[users[-1]]["content"] = f"{msgs[users[-1]]['content']}\n{quote}"
+    return {"messages": msgs, "tools": conv["tools"], "echo": kind}
+
+
 UNKNOWN_ROLES = ("narrator", "critic", "function", "gpt-4o", "observation")
 
 

@@ -201,6 +201,40 @@ def test_mask_is_complete(ctx: PropertyContext) -> None:
     settle(ctx, "test_mask_is_complete", prop, tally, nothing_to_test=lambda: refused_all(tally))
 
 
+def test_mask_follows_the_reply_not_its_copy(ctx: PropertyContext) -> None:
+    """A reply repeated in user, system or tool text, or by another reply, is supervised where the reply is.
+
+    Aimed at producers that locate a reply's text in the rendering by searching for it: every example
+    repeats a reply (``strategies.echoed_conversations``), so the defect shows in the first examples,
+    not by chance. The copy must stay unsupervised (soundness) and the reply itself supervised
+    (completeness), judged by the same oracle and policy as the other properties.
+    """
+    tally = Tally()
+
+    @given(conv=cs.echoed_conversations(markers=ctx.markers.headers))
+    def prop(conv: dict[str, Any]) -> None:
+        if not template_accepts(ctx, conv, tally):
+            return
+        tally.example()
+        expected = expected_rows(ctx, conv, NO_LIMIT)
+        for row in rows_of(ctx, conv, NO_LIMIT) or []:
+            aligned(ctx, conv, NO_LIMIT, row, tally)
+            labels = ctx.oracle.labels_for(row[0], NO_LIMIT)
+            bad = np.flatnonzero(ctx.oracle.unsound_tokens(row[1], row[0], labels))
+            missing = (np.flatnonzero(ctx.oracle.missing_tokens(row[1], row[0], labels, NO_LIMIT))
+                       if match(expected, row[0]) is not None else np.zeros(0, dtype=np.intp))
+            for found, what in ((bad, "supervised token(s) the policy forbids"),
+                                (missing, "assistant token(s) left unsupervised")):
+                if len(found):
+                    tally.failed()
+                    raise problem(ctx, f"a reply repeated in {conv['echo'].replace('_', ' ')} text: {len(found)} "
+                                  f"{what}, first at token {found[0]} (role "
+                                  f"{ctx.oracle.role_name(labels, int(found[0]))})", conv, NO_LIMIT, row,
+                                  int(found[0]))
+
+    settle(ctx, "test_mask_follows_the_reply_not_its_copy", prop, tally, nothing_to_test=lambda: refused_all(tally))
+
+
 def test_truncation_keeps_ids_and_mask_aligned(ctx: PropertyContext) -> None:
     """Rows are bounded by max_len, ids and mask have one length, and the cut row is a prefix of the uncut one."""
     tally = Tally()
