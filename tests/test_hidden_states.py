@@ -449,3 +449,15 @@ def test_prefix_filter_has_no_false_negatives() -> None:
     f.add(np.concatenate([keys[100_000:], shared]))  # the first 1000 again in another chunk
     assert f.seen_twice(shared).all()
     assert f.seen_twice(keys[1000:]).mean() < 0.01
+
+
+def test_the_spot_recompute_loads_the_model_without_hub_kernels() -> None:
+    """transformers 5 kernelizes a model with hub kernels by default when ``kernels`` is installed (a
+    download, and kernels' global state shared by every model of the process); the recompute must run
+    the model's own layers."""
+    from transformers import AutoModelForCausalLM
+
+    from drafter_contracts.hidden.recompute import without_hub_kernels
+
+    model = AutoModelForCausalLM.from_pretrained(str(H.model_dir()), dtype="float32", **without_hub_kernels())
+    assert getattr(model, "use_kernels", False) is False

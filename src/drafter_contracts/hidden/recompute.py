@@ -24,6 +24,19 @@ from .reader import Decoder, HeaderError, int_tensor, open_header
 TOLERANCE = {"BF16": 0.05, "F16": 0.01, "F32": 0.01, "F8_E4M3": 0.15, "F8_E5M2": 0.25}
 
 
+def without_hub_kernels() -> dict[str, bool]:
+    """``from_pretrained`` arguments that keep the model on its own torch layers.
+
+    transformers 5 replaces layers with kernels from the model hub (the ``kernels`` package) by
+    default when that package is installed: a recompute would then depend on a download and on
+    kernels' global state, and would no longer be the model's own forward pass. Older
+    transformers have no such option (and no such default).
+    """
+    from transformers import PreTrainedModel
+
+    return {"use_kernels": False} if hasattr(PreTrainedModel, "set_use_kernels") else {}
+
+
 def layer_ids(model_dir: Path, speculator_config: str | None) -> list[int]:
     """Auxiliary layer ids (from a speculator config when given, else EAGLE-3's default for the model)."""
     if speculator_config:
@@ -67,7 +80,7 @@ def spot_recompute(folder: Path, model_dir: Path, n: int, num_rows: int, specula
             "torch is"))
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32")
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32", **without_hub_kernels())
     model.eval()
     aux = layer_ids(model_dir, speculator_config)
     f = C.Findings(C.RECOMPUTE, "dataset")
