@@ -56,6 +56,25 @@ def rows_table(rows: Iterable[tuple[list[int], list[bool]]]) -> pa.Table:
     )
 
 
+def table_fingerprint(table: pa.Table) -> str:
+    """A digest of the table's schema and buffers, given to ``datasets`` as the Dataset's fingerprint.
+
+    Without one, ``datasets`` hashes the Dataset object with dill, which on some Pythons and imports
+    cannot pickle pyarrow's types (``Can't pickle <class 'MonthDayNano'>`` on Python 3.12); a digest of
+    the bytes is as deterministic and needs no pickling.
+    """
+    import hashlib
+
+    h = hashlib.sha256(table.schema.to_string().encode())
+    for column in table.columns:
+        for chunk in column.chunks:
+            h.update(f"{chunk.offset}:{len(chunk)}".encode())
+            for buf in chunk.buffers():
+                if buf is not None:
+                    h.update(buf)
+    return h.hexdigest()[:16]
+
+
 def save_table(table: pa.Table, out_dir: Path, num_shards: int = 2) -> Path:
     """``save_to_disk`` an Arrow table as-is (its own schema, even a deliberately wrong one)."""
     from datasets import Dataset, DatasetInfo, Features
@@ -63,7 +82,8 @@ def save_table(table: pa.Table, out_dir: Path, num_shards: int = 2) -> Path:
     from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
     table = table.replace_schema_metadata(None)  # stale "huggingface" features would override the real types
-    ds = Dataset(InMemoryTable(table), info=DatasetInfo(features=Features.from_arrow_schema(table.schema)))
+    ds = Dataset(InMemoryTable(table), info=DatasetInfo(features=Features.from_arrow_schema(table.schema)),
+                 fingerprint=table_fingerprint(table))
     shards = max(1, min(num_shards, table.num_rows))
     quiet = are_progress_bars_disabled()
     disable_progress_bars()
