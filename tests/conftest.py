@@ -40,6 +40,9 @@ def pytest_configure(config: pytest.Config) -> None:
     import tokenizers  # noqa: F401
     import torch  # noqa: F401
     import transformers  # noqa: F401
+    # Likewise pandera (summary.json's validation, drafter_testkit/schema.py): imported a second time it
+    # registers its pandas accessors again, and every run after the first warns that they were overridden.
+    import pandera.pandas  # noqa: F401
 
 
 FIXTURE_ROWS = 2000
