@@ -86,3 +86,12 @@ def test_auto_workers_never_exceed_shards(pytester, cases):
     three = pytester.runpytest_inprocess(f"--dataset-path={data}", "--shard-size=1", "-n", "auto", "--report-dir=r3",
                                          "--skip-contract=tokenizer", "-p", "no:cacheprovider")
     assert "created: 2/2 workers" in three.stdout.str() or "created: 1/1 workers" in three.stdout.str()
+
+
+def test_version_is_not_a_usage_error(capsys) -> None:
+    from drafter_contracts.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("drafter-contracts 0.")

@@ -29,6 +29,7 @@ def _demo(args: argparse.Namespace, passthrough: list[str]) -> int:
         tokenizer = builtin_tokenizer_dir()
         dataset = demo_dataset_dir(args.rows, args.seed)
         # The README's flow: init on a known-good dataset, then gate with the contract it wrote.
+        args.report_dir = str(Path(args.report_dir).expanduser().resolve())  # every path it prints is absolute
         contract = Path(args.report_dir) / "demo-contract.toml"
         seen, path = run_init(str(dataset), str(contract), str(tokenizer), force=True, max_len=4096)
     except UsageProblem as exc:
@@ -40,6 +41,16 @@ def _demo(args: argparse.Namespace, passthrough: list[str]) -> int:
             "-p", "no:cacheprovider", *passthrough]
     print("python " + " ".join(argv), flush=True)
     return subprocess.call([sys.executable, *argv])
+
+
+def _version() -> str:
+    """The installed distribution's version (a checkout that was never installed says so)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("drafter-contracts")
+    except PackageNotFoundError:
+        return "(not installed)"
 
 
 DESCRIPTION = "Data contracts for tokenized speculative-decoding drafter datasets."
@@ -77,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="drafter-contracts", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{init,demo,merge-reports}")
     init = sub.add_parser("init", help="write a contract pinned to a known-good dataset (read once)",
                           description="Read a known-good dataset once and write a contract file pinned to it: "
@@ -102,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                           description="Extra arguments are passed to pytest (e.g. -n auto, -k mask).")
     demo.add_argument("--rows", type=int, default=2000, help="rows of the demo dataset (default 2000)")
     demo.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
-    demo.add_argument("--report-dir", default="reports", help="where summary.json goes (default reports/)")
+    demo.add_argument("--report-dir", default="reports", metavar="DIR",
+                      help="where the demo's contract, summary.json, report.html and junit.xml go "
+                           "(default: reports/ in the current folder; printed as an absolute path)")
     merge = sub.add_parser("merge-reports", help="join the summary.json files of a --split K/N run into one verdict",
                            description="Exit status: 0 every contract holds, 1 a contract is violated, "
                                        "4 the summaries are not the N disjoint parts of one run.")
