@@ -2,7 +2,7 @@
 
 arctic-training 0.8.0 needs transformers < 5 and deepspeed, so its code cannot run in the project's
 environment: ``trainer_producers.py`` starts this file with ``.deps/arctic-venv/bin/python``
-(``.ci/install-arctic-training``). It imports nothing of the project (that venv has none of it),
+(``.ci/install-arctic-training``). It imports nothing of the project (it must run on arctic's own packages alone),
 only arctic-training, transformers and datasets, and does what arctic-training's ``SFTDataFactory``
 does with a ``messages`` column (``process``: ``select_columns``, ``map`` of ``tokenize_messages``
 with the config's ``mask_inputs`` / ``ignore_empty_think``, the other columns removed; then the
