@@ -19,7 +19,8 @@ from drafter_contracts.config import builtin_contracts
 from drafter_testkit.content_mutants import CONTENT_MUTANTS
 from helpers import run_inprocess
 
-CONTENT = ("duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors")
+CONTENT = ("duplicate_rows", "placeholder_replies", "cut_mid_reply", "short_rows", "dflash_anchors",
+           "convention_losses")
 
 
 def _view(rows: list[list[int]], masks: list[list[bool]]) -> RowView:

@@ -59,12 +59,20 @@ def test_not_a_dataset_folder(tmp_path):
         open_dataset(tmp_path)
 
 
-@pytest.mark.parametrize("name", ["data.parquet", "data.jsonl"])
-def test_data_files_are_not_datasets(tmp_path, name):
-    f = tmp_path / name
-    f.write_text("{}")
-    with pytest.raises(UsageProblem, match="save_to_disk"):
-        open_dataset(f)
+def test_data_files_that_are_not_datasets(tmp_path):
+    """Parquet / JSON Lines files are read (tests/test_layouts.py); one pyarrow cannot read, or without
+    input_ids, is a usage error naming the file."""
+    bad = tmp_path / "data.parquet"
+    bad.write_text("{}")
+    with pytest.raises(UsageProblem, match="data.parquet: not a readable Parquet file .*save_to_disk"):
+        open_dataset(bad)
+    rows = tmp_path / "data.jsonl"
+    rows.write_text("{}")
+    with pytest.raises(UsageProblem, match="no input_ids column"):
+        _ = open_dataset(rows).layout
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(UsageProblem, match="is .txt file, not a dataset this tool reads"):
+        open_dataset(tmp_path / "notes.txt")
 
 
 def test_dataset_dict_needs_a_split(tmp_path):

@@ -40,9 +40,9 @@ def test_a_test_path_of_ones_own_still_runs_the_contracts(pytester, args):
     out = result.stdout.str()
     assert "test_row_contracts" in out or summary(pytester)["figures"]["rows"] == 2000
     assert summary(pytester)["figures"]["complete"] and summary(pytester)["figures"]["rows"] == 2000
-    # test_mine + arrow_integrity, schema, row_count, not_empty, drift, the shard, duplicates,
+    # test_mine + arrow_integrity, schema, row_count, not_empty, drift, the shard, duplicates, convention_losses,
     # all_shards_checked, dataset_unchanged; the three draft-vocabulary contracts skip (no d2t/t2d here)
-    result.assert_outcomes(passed=10, skipped=3)
+    result.assert_outcomes(passed=11, skipped=3)
     assert VERDICT.match(last_line(result)), last_line(result)
 
 

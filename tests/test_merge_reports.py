@@ -76,7 +76,8 @@ def test_merged_verdict_equals_single_machine_verdict(runs, violating, tmp_path)
     merged = json.loads((tmp_path / "merged" / "summary.json").read_text())
     # Checks decided per part at its controller (duplicate rows) compare rows within a part only.
     per_part = {name for name, c in merged["checks"].items() if c["global"]}
-    assert per_part == {"duplicate_rows", "draft_vocab_coverage"}  # the latter skipped alike (no d2t/t2d here)
+    # draft_vocab_coverage skipped alike (no d2t/t2d here); convention_losses counts each part's own tokens
+    assert per_part == {"duplicate_rows", "draft_vocab_coverage", "convention_losses"}
     # The drift sample is drawn per shard, so the parts' samples add up to the single machine's.
     drift_m, drift_s = merged["checks"]["tokenizer_drift"], single["checks"]["tokenizer_drift"]
     assert (drift_m["verdict"], drift_m["rows_checked"], drift_m["tests"]) == (drift_s["verdict"], drift_s["rows_checked"], N)

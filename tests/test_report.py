@@ -88,8 +88,8 @@ def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
     # every collected test is a JUnit test case: dataset-level ones once, then one per shard running
     # every per-row contract (token_freq, decided at the controller, is a test case only when there is
     # a file to check; here it is skipped in the summary, with its reason; the whole-dataset duplicate
-    # verdict is one test case too, as every controller-side verdict is)
-    collected = len(DATASET_CHECKS) + len(GLOBAL_CHECKS) - 1 + 5 + 1
+    # and convention_losses verdicts are one test case each too, as every controller-side verdict is)
+    collected = len(DATASET_CHECKS) + len(GLOBAL_CHECKS) - 1 + 5 + 2
     assert summary["checks"]["token_freq"]["verdict"] == "skip" and summary["checks"]["token_freq"]["skip_reasons"]
     assert int(suite.get("tests")) == collected and int(suite.get("failures")) == 0
     assert "drafter_contracts.stats" not in (report / "junit.xml").read_text()  # raw stats stay in summary.json

@@ -68,7 +68,8 @@ def test_clean_dataset_passes(clean_runs):
     assert "fail" not in v.values()
     # Content contracts only warn (the fixture holds "OK." replies like the 913,786-row Qwen3.6 dataset); the rest pass.
     assert {k for k, x in v.items() if x != "pass"} <= {*NEEDS_A_FILE, "duplicate_rows", "placeholder_replies",
-                                                          "cut_mid_reply", "short_rows", "dflash_anchors"}
+                                                          "cut_mid_reply", "short_rows", "dflash_anchors",
+                                                          "convention_losses"}
     assert all(v[k] == "skip" for k in NEEDS_A_FILE) and v["tokenizer_drift"] == "pass"
     figures = summary["figures"]
     assert figures["complete"] and figures["rows"] == FIXTURE_ROWS
@@ -179,7 +180,7 @@ def bad_inputs(tmp_path_factory, clean_dataset):
         "not a saved dataset": ([f"--dataset-path={tmp}"], "not a saved dataset"),
         "DatasetDict without --dataset-split": ([f"--dataset-path={tmp / 'dd'}"], "choose one with --dataset-split"),
         "parquet file": ([f"--dataset-path={tmp / 'data.parquet'}"], "save_to_disk"),
-        "jsonl file": ([f"--dataset-path={tmp / 'rows.jsonl'}"], "save_to_disk"),
+        "jsonl file": ([f"--dataset-path={tmp / 'rows.jsonl'}"], "rows.jsonl: cannot read its layout: no input_ids"),
         "contract unknown key": ([ds, f"--contract={tmp / 'unknown_key.toml'}"], "unknown key 'colour'"),
         "contract wrong type": ([ds, f"--contract={tmp / 'wrong_type.toml'}"], "max_len must be int"),
         "contract missing value": ([ds, f"--contract={tmp / 'missing.toml'}"], "missing required value"),

@@ -6,7 +6,7 @@ preparation (assistant-only and completion-only loss) and arctic-training 0.8.0'
 each from its own folder, and keeps what each writes. The first tests hold the datasets to the trainers'
 layouts and the truth to the defects built into the conversations (arctic-training's ``str.find`` trains a
 reply where a system, user or tool message quoted it first); the last ones run the suite on each native
-dataset and wait for the layout reader (non-strict xfails until it lands).
+dataset in place, and on a copy converted by hand to the speculators layout, which must agree.
 """
 
 from __future__ import annotations
@@ -124,7 +124,6 @@ def test_rows_json_lists_the_defects_by_kind() -> None:
 # --------------------------------------------------------------------------- the suite on the native layouts
 
 
-@pytest.mark.xfail(strict=False, reason="layout reader pending")
 @pytest.mark.parametrize("name", list(tp.DATASETS))
 def test_suite_on_native_dataset(pytester: Any, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """The suite reads the layout, passes the clean rows and names every leaking row by mask_on_assistant_spans."""
@@ -133,10 +132,10 @@ def test_suite_on_native_dataset(pytester: Any, monkeypatch: pytest.MonkeyPatch,
 
     doc = _built(name)
     monkeypatch.setattr(results, "MAX_EXAMPLES", 1 << 30)  # every violating row named, not the first few
-    # TRL keeps the conversations beside the tokens (messages / prompt, completion, tools, template arguments)
-    extra = ["--allow-extra-columns"] if tp.JSON in tp.DATASETS[name].columns.values() else []
+    # TRL keeps the conversations beside the tokens (messages / prompt, completion, tools, template arguments):
+    # the layout names them as the trainer's source columns, not as extra ones.
     result, summary = run_inprocess(pytester, f"--dataset-path={tp.dataset_path(name)}",
-                                    f"--tokenizer={builtin_tokenizer_dir()}", *extra)
+                                    f"--tokenizer={builtin_tokenizer_dir()}")
     assert summary is not None, result.stdout.str()[-3000:]
     layout = summary["dataset"].get("layout", "")
     assert all(word in layout for word in tp.DATASETS[name].layout_words), layout
@@ -147,3 +146,90 @@ def test_suite_on_native_dataset(pytester: Any, monkeypatch: pytest.MonkeyPatch,
     assert {check: sorted(rows & clean)[:5] for check, rows in failed.items() if rows & clean} == {}
     if len(clean) == len(doc["rows"]):
         assert result.ret == 0 and not failed, result.stdout.str()[-3000:]
+
+
+def _speculators_copy(name: str, out: Any) -> Any:
+    """The native rows converted in plain Python, row by row, the way a user would by hand: [1, L] unnested,
+    padding cut off by attention_mask, labels turned into a token-level loss_mask (shifted labels train the
+    next token), seq_len the row's length."""
+    import pyarrow as pa
+    from datasets import load_from_disk
+
+    from drafter_contracts.demo.dataset import save_table
+
+    ds, shift = load_from_disk(str(tp.dataset_path(name))), tp.DATASETS[name].shift
+    ids_col, mask_col = [], []
+    for row in ds:
+        ids = row["input_ids"][0] if isinstance(row["input_ids"][0], list) else row["input_ids"]
+        keep = len(ids) if "attention_mask" not in row else sum(1 for a in row["attention_mask"] if a)
+        start = 0 if "attention_mask" not in row or row["attention_mask"][0] else len(ids) - keep
+        if shift is None:
+            mask = [bool(m) for m in row["loss_mask"]]
+        elif shift == 0:
+            mask = [lab != -100 for lab in row["labels"]]
+        else:
+            mask = [False] + [lab != -100 for lab in row["labels"][:-1]]
+        ids_col.append(ids[start:start + keep])
+        mask_col.append(mask[start:start + keep])
+    table = pa.table({"input_ids": pa.array(ids_col, pa.list_(pa.int64())),
+                      "loss_mask": pa.array(mask_col, pa.list_(pa.bool_())),
+                      "seq_len": pa.array([len(i) for i in ids_col], pa.int64())})
+    return save_table(table, out, num_shards=1)
+
+
+@pytest.mark.parametrize("name", list(tp.DATASETS))
+def test_native_and_converted_copies_agree(pytester: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                           name: str) -> None:
+    """Read in place, the rows get the verdicts, reasons and rows that a hand-converted speculators copy gets."""
+    from drafter_contracts import results
+    from drafter_contracts.builtin_tokenizer import builtin_tokenizer_dir
+
+    monkeypatch.setattr(results, "MAX_EXAMPLES", 1 << 30)
+    tokenizer = f"--tokenizer={builtin_tokenizer_dir()}"
+    copy = _speculators_copy(name, tmp_path / "converted")
+    verdicts = {}
+    for which, path in (("native", tp.dataset_path(name)), ("converted", copy)):
+        (pytester.path / "reports").mkdir(exist_ok=True)
+        _, summary = run_inprocess(pytester, f"--dataset-path={path}", tokenizer)
+        verdicts[which] = {check: (c["verdict"], c["by_reason"], sorted(e["row"] for e in c["examples"]))
+                           for check, c in summary["checks"].items()
+                           if check not in ("schema", "layout_well_formed", "labels_match_ids")}
+    assert verdicts["native"] == verdicts["converted"]
+
+
+def _defective(doc: dict[str, Any]) -> set[int]:
+    """Rows a trainer got wrong by its own convention: a leak, or a reply's own text left untrained (an identical
+    earlier reply took its labels). Reasoning and tool calls a trainer never trains are its convention."""
+    untrained = {i for i, r in enumerate(doc["rows"])
+                 if any(u.startswith("assistant content") for u in r.get("unsupervised") or ())}
+    return set(doc["leak_rows"]) | untrained | set(doc["empty_rows"]) | set(doc["unjudged_rows"])
+
+
+@pytest.mark.parametrize("name", list(tp.DATASETS))
+def test_init_learns_the_trainer_s_convention(pytester: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                              name: str) -> None:
+    """init on a trainer's defect-free rows writes a contract those rows pass, its [mask] written out key by key;
+    the same contract fails exactly the trainer's defective rows of the whole dataset."""
+    from datasets import load_from_disk
+
+    from drafter_contracts import results
+    from drafter_contracts.builtin_tokenizer import builtin_tokenizer_dir
+    from drafter_contracts.demo.dataset import save_table
+    from drafter_contracts.init_contract import run_init
+
+    monkeypatch.setattr(results, "MAX_EXAMPLES", 1 << 30)
+    doc, tokenizer = _built(name), str(builtin_tokenizer_dir())
+    bad = _defective(doc)
+    good = [i for i in range(len(doc["rows"])) if i not in bad]
+    table = load_from_disk(str(tp.dataset_path(name))).data.table
+    clean = save_table(table.take(good), tmp_path / "clean", num_shards=1)
+    contract = tmp_path / "contract.toml"
+    run_init(str(clean), str(contract), tokenizer, force=True)
+    text = contract.read_text()
+    assert "[mask]" in text and "convention" in text and "end_of_turn" in text, text
+    result, summary = run_inprocess(pytester, f"--dataset-path={clean}", f"--contract={contract}")
+    assert result.ret == 0, [(k, c["by_reason"]) for k, c in summary["checks"].items() if c["verdict"] == "fail"]
+    result, summary = run_inprocess(pytester, f"--dataset-path={tp.dataset_path(name)}", f"--contract={contract}",
+                                    "--count-tolerance=100%")
+    failed = {e["row"] for k, c in summary["checks"].items() if c["verdict"] == "fail" for e in c["examples"]}
+    assert failed == bad, (sorted(failed - bad), sorted(bad - failed))

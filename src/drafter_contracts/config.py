@@ -24,6 +24,8 @@ KNOWN_TYPES = frozenset(
     | {f"large_list<{t}>" for t in ("int32", "int64", "bool")}
     | {"int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "bool", "string"}
 )
+#: SpecForge's [1, L] columns (docs/layouts.md), as ``init`` pins them.
+KNOWN_TYPES |= {f"list<{t}>" for t in KNOWN_TYPES if t.startswith("list<")}
 #: Template families a contract may declare: the built-in span profiles (spans/builtin.py) and "auto".
 #: What ``--dataset-path`` runs without ``--contract``: a contract that fits any well-formed dataset.
 BUILTIN_CONTRACT = "generic"
@@ -111,6 +113,15 @@ class MaskPolicy:
     #: An empty reasoning block (``<think>\n\n</think>\n\n``, what a non-thinking prompt pre-fills):
     #: "supervised" like any reasoning, "context" (never supervised), or "optional".
     empty_reasoning: str = "supervised"
+    #: The whitespace a template writes between a reasoning block's end and the reply (``</think>`` then
+    #: ``\n\n``), which the span oracle labels assistant content: "content" (it is content: the ``content``
+    #: key decides), "supervised" (may and must be, whatever ``content`` says), "context" (never
+    #: supervised: a producer that masks the reply text alone, e.g. arctic-training's ``str.find``), or
+    #: "optional" (may be, never required).
+    reasoning_separator: str = "content"
+    #: The same for the whitespace a template writes right before or after a tool-call block (the newline
+    #: between the reply and ``<tool_call>``, between two tool calls), outside any reasoning separator.
+    tool_call_separator: str = "content"
     #: Keys of the above that may be supervised but are never required (a template's tags enclose
     #: them in some turns only, e.g. an end-of-sequence token after the last turn).
     optional: tuple[str, ...] = ()
@@ -126,6 +137,8 @@ class MaskPolicy:
         "reasoning_opener": ("supervised", "context"),
         "prompt_context": ("off", "last", "all"),
         "empty_reasoning": ("supervised", "context", "optional"),
+        "reasoning_separator": ("content", "supervised", "context", "optional"),
+        "tool_call_separator": ("content", "supervised", "context", "optional"),
         "convention": ("custom", "auto", "speculators-regex", "generation-tags", "speculators-per-turn", "specforge",
                        "specforge-no-think"),
     }
@@ -438,9 +451,12 @@ def _columns(doc: Mapping[str, Any], where: str) -> dict[str, str | tuple[str, .
                                    f"{did_you_mean(t, KNOWN_TYPES)}; use one of {', '.join(sorted(KNOWN_TYPES))} "
                                    "(or a list of them)")
         out[col] = types[0] if len(types) == 1 else tuple(dict.fromkeys(types))
-    for needed in ("input_ids", "loss_mask"):
-        if needed not in schema:
-            raise UsageProblem(f"{where}: [schema] must declare column '{needed}'")
+    if "input_ids" not in schema:
+        raise UsageProblem(f"{where}: [schema] must declare column 'input_ids'")
+    masks = ("loss_mask", "labels", "assistant_masks", "completion_mask")  # layouts.MASK_COLUMNS (docs/layouts.md)
+    if not any(m in schema for m in masks):
+        raise UsageProblem(f"{where}: [schema] must declare column 'loss_mask' (or the mask column of another "
+                           f"layout: {', '.join(masks[1:])})")
     return out
 
 

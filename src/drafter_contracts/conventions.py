@@ -19,7 +19,10 @@ depend on the template, and is then derived from it, never assumed:
   also keeps the empty reasoning block of a non-thinking prompt as context.
 
 ``auto`` infers the convention from the data (``checks/convention_fit.py``): each candidate's
-mask rules run on the first rows, and the one they fit is used (the summary says which and why).
+mask rules run on the first rows, and the one they fit is used; a producer no preset describes
+(arctic-training's ``str.find`` of each reply) gets the policy learnt from the rows themselves
+(``checks/convention_learn.py``), compared key by key with the nearest preset (:func:`nearest`).
+The summary says which and why.
 """
 
 from __future__ import annotations
@@ -109,21 +112,18 @@ def resolve(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str
     return Decision(_apply(policy, keys, explicit), how, details)
 
 
-def prompts_in_use(view: Any, labels: Any, facts: Any, policy: MaskPolicy) -> tuple[tuple[int, ...], ...] | None:
-    """The generation prompts the data's producer rendered, among those the template can render.
+def prompt_explains(view: Any, labels: Any, facts: Any) -> tuple[Any, np.ndarray, np.ndarray] | None:
+    """Which generation prompt explains each row's last assistant turn (the per-turn rule's boundary).
 
-    A template's prompt differs with ``enable_thinking`` and after a tool message; a producer
-    renders one per conversation. For each sample row, the prompt whose context ends exactly
-    where the row's last turn starts being supervised explains the row; the fewest prompts
-    that explain every explained row are the ones the checks then hold the data to (tokens
-    one of them holds and another does not may go either way only when the data uses both).
-    None when no sample row is explained (then every prompt is kept, and the checks say why).
+    Returns (the shard's assistant turns, ``has``: bool per last turn, supervised at all from its
+    header on, ``explains``: bool per prompt and last turn, its supervision starts exactly where that
+    prompt's context ends), or None without prompts, mask or tokens.
     """
     from .checks.policy import header_starts, prompt_windows
     from .spans.turns import MaskFacts, turns_of
 
     prompts = facts.prompts
-    if policy.prompt_context == "off" or len(prompts) < 2 or view.mask is None or not len(view.ids):
+    if not prompts or view.mask is None or not len(view.ids):
         return None
     turns = turns_of(labels, view.offsets, facts.joins_blocks)
     sel = np.flatnonzero(turns.is_last_turn)
@@ -144,7 +144,26 @@ def prompts_in_use(view: Any, labels: Any, facts: Any, policy: MaskPolicy) -> tu
         one = MaskFacts(facts.ids, facts.newline_lead, (prompt,), facts.joins_blocks)
         _, _, lo, _ = prompt_windows(one, view.offsets, labels, turns, "last")
         explains.append(has & (first == lo))
-    explains = np.array(explains)
+    return turns, has, np.array(explains)
+
+
+def prompts_in_use(view: Any, labels: Any, facts: Any, policy: MaskPolicy) -> tuple[tuple[int, ...], ...] | None:
+    """The generation prompts the data's producer rendered, among those the template can render.
+
+    A template's prompt differs with ``enable_thinking`` and after a tool message; a producer
+    renders one per conversation. For each sample row, the prompt whose context ends exactly
+    where the row's last turn starts being supervised explains the row; the fewest prompts
+    that explain every explained row are the ones the checks then hold the data to (tokens
+    one of them holds and another does not may go either way only when the data uses both).
+    None when no sample row is explained (then every prompt is kept, and the checks say why).
+    """
+    prompts = facts.prompts
+    if policy.prompt_context == "off" or len(prompts) < 2 or view.mask is None or not len(view.ids):
+        return None
+    found = prompt_explains(view, labels, facts)
+    if found is None:
+        return None
+    explains = found[2]
     if not explains.any():
         return None
     chosen: list[int] = []
@@ -154,3 +173,50 @@ def prompts_in_use(view: Any, labels: Any, facts: Any, policy: MaskPolicy) -> tu
         chosen.append(best)
         left &= ~explains[best]
     return tuple(prompts[i] for i in sorted(chosen))
+
+
+# --------------------------------------------------------------------------- comparing policies
+
+#: The keys of a policy in the order they are printed and written (``convention`` aside).
+KEY_ORDER = ("header", "content", "reasoning_separator", "reasoning_final", "reasoning_earlier", "empty_reasoning",
+             "tool_calls", "tool_call_separator", "end_of_turn", "newline_after_end", "optional", "turns",
+             "completeness", "prompt_context", "reasoning_opener", "boundary_tokens")
+
+
+def _same(key: str, a: Any, b: Any) -> bool:
+    return set(a) == set(b) if key == "optional" else a == b
+
+
+def differing_keys(keys: dict[str, Any], policy: MaskPolicy) -> tuple[str, ...]:
+    """The keys of ``keys`` (a subset of a policy's) whose value ``policy`` does not share, in print order."""
+    return tuple(k for k in KEY_ORDER if k in keys and not _same(k, keys[k], getattr(policy, k)))
+
+
+def nearest(keys: dict[str, Any], presets: dict[str, MaskPolicy]) -> tuple[str, tuple[str, ...]]:
+    """The preset that differs from ``keys`` in the fewest of them (the first in ``presets``' order on a tie),
+    and those keys; ("", ()) without presets."""
+    best: tuple[int, int, str, tuple[str, ...]] | None = None
+    for i, (name, policy) in enumerate(presets.items()):
+        diff = differing_keys(keys, policy)
+        if best is None or (len(diff), i) < best[:2]:
+            best = (len(diff), i, name, diff)
+    return (best[2], best[3]) if best else ("", ())
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]"
+    return str(value)
+
+
+def keys_text(policy: MaskPolicy, keys: tuple[str, ...] = KEY_ORDER) -> str:
+    """``key=value`` for each key, the way ``--mask-policy`` takes them."""
+    return " ".join(f"{k}={_word(getattr(policy, k))}" for k in keys)
+
+
+def flags(policy: MaskPolicy, base: MaskPolicy) -> str:
+    """The ``--mask-policy KEY=VALUE`` flags that turn ``base`` into ``policy``."""
+    keys = differing_keys({k: getattr(policy, k) for k in KEY_ORDER}, base)
+    return " ".join(f"--mask-policy {k}={_word(getattr(policy, k)).strip('[]').replace(', ', ',')}" for k in keys)

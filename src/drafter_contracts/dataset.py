@@ -1,6 +1,10 @@
-"""Read a ``save_to_disk`` directory read-only, plan row shards, and hand shards out as flat numpy.
+"""Open a dataset read-only, plan row shards, and hand shards out as flat numpy.
 
-Nothing here writes: Arrow files are memory-mapped, so pages are file-backed and a
+A dataset is a ``save_to_disk`` folder (or one split of a DatasetDict), or Parquet / JSON Lines
+files (a folder of them, Hub-style names included, or one file), which ``source_files.py`` converts
+once into Arrow streams in the cache. Whatever trainer wrote the columns, a shard comes out as the
+same arrays: the layout (``layouts.py``, ``layout_rows.py``) is decided once from the columns and
+first rows. Nothing here writes: Arrow files are memory-mapped, so pages are file-backed and a
 worker's own memory is bounded by one shard, not by the dataset.
 """
 
@@ -10,33 +14,23 @@ import hashlib
 import json
 import mmap
 import re
-from dataclasses import dataclass, field
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from . import source_files
+# Shard, ShardArrays, ListColumn, _list_column and arrow_type_name lived here before columns.py: still importable.
+from .columns import ListColumn, Shard, ShardArrays, _list_column, _offsets, arrow_type_name, read_seq_len  # noqa: F401
 from .errors import UsageProblem
+from .layout_rows import read_part, resolve
+from .layouts import Layout, from_schema, unreadable
 
 _DATA_SUFFIXES = {".parquet", ".jsonl", ".json", ".csv", ".arrow", ".txt", ".pt"}
-
-
-@dataclass(frozen=True)
-class Shard:
-    """A half-open row range [start, stop); the unit pytest parametrizes and xdist spreads."""
-
-    index: int
-    start: int
-    stop: int
-
-    @property
-    def id(self) -> str:
-        return f"shard-{self.index:05d}[{self.start}:{self.stop}]"
-
-    @property
-    def rows(self) -> int:
-        return self.stop - self.start
+#: Rows the layout's undecided parts (labels' shift, the padding side) are read off.
+LAYOUT_SAMPLE_ROWS = 1000
 
 
 def plan_shards(num_rows: int, shard_size: int, row_lengths: np.ndarray | None = None,
@@ -110,133 +104,30 @@ def plan_identity(shards: list[Shard], dataset: "SavedDataset") -> str:
     return h.hexdigest()[:16]
 
 
-@dataclass
-class ListColumn:
-    """One list column of a shard, flattened: ``values[offsets[i]:offsets[i+1]]`` is row i."""
-
-    values: np.ndarray
-    offsets: np.ndarray  # int64, len rows + 1, offsets[0] == 0
-    null_rows: np.ndarray | None  # bool per row, None when the column has no null rows
-    null_elements: np.ndarray | None  # bool per value, None when no value is null
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-
-@dataclass
-class ShardArrays:
-    """The columns of one shard; a column the dataset lacks is None."""
-
-    shard: Shard
-    input_ids: ListColumn | None
-    loss_mask: ListColumn | None
-    seq_len: np.ndarray | None  # int64 per row (nulls read as 0)
-    seq_len_nulls: np.ndarray | None  # bool per row, None when no nulls
-    cache: dict = field(default_factory=dict)  # derived per-shard facts, computed once
-
-
-def arrow_type_name(t: pa.DataType) -> str:
-    """A short, stable spelling of an Arrow type, as contracts write it ("list<int32>")."""
-    if pa.types.is_large_list(t):
-        return f"large_list<{arrow_type_name(t.value_type)}>"
-    if pa.types.is_list(t):
-        return f"list<{arrow_type_name(t.value_type)}>"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    return str(t)
-
-
-_INT_DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
-               pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64}
-
-
-def to_numpy(arr: pa.Array) -> np.ndarray:
-    """A primitive Arrow array as numpy: integers without nulls zero-copy, booleans unpacked.
-
-    Straight from the buffers because ``pa.Array.to_numpy`` imports pandas on first
-    use, about a second per process (controller and every xdist worker) of the
-    suite's fixed cost. Arrays with nulls take pyarrow's path (nulls read as 0).
-    """
-    n = len(arr)
-    if arr.null_count:
-        return arr.fill_null(False if pa.types.is_boolean(arr.type) else 0).to_numpy(zero_copy_only=False)
-    buf = arr.buffers()[1] if n else None
-    if pa.types.is_boolean(arr.type):
-        if buf is None:
-            return np.zeros(0, dtype=np.bool_)
-        bits = np.frombuffer(buf, dtype=np.uint8)
-        return np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset:].view(np.bool_)
-    dtype = _INT_DTYPES.get(arr.type)
-    if dtype is None:
-        return arr.to_numpy(zero_copy_only=False)
-    if buf is None:
-        return np.zeros(0, dtype=dtype)
-    return np.frombuffer(buf, dtype=dtype, count=n, offset=arr.offset * np.dtype(dtype).itemsize)
-
-
-def _offsets(arr: pa.Array) -> np.ndarray:
-    """The n+1 offsets of a list array (its own slice of the offsets buffer)."""
-    dtype = np.int64 if pa.types.is_large_list(arr.type) else np.int32
-    if arr.buffers()[1] is None:
-        return np.zeros(len(arr) + 1, dtype=dtype)
-    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr) + 1,
-                         offset=arr.offset * np.dtype(dtype).itemsize)
-
-
-def _chunk_column(arr: pa.Array) -> ListColumn:
-    """One Arrow list chunk as flat numpy; integer values without nulls are zero-copy views."""
-    offsets = _offsets(arr).astype(np.int64, copy=False)
-    first, last = int(offsets[0]), int(offsets[-1])
-    child = arr.values.slice(first, last - first)
-    null_elements = None
-    if child.null_count:
-        null_elements = to_numpy(child.is_null())
-        child = child.fill_null(False if pa.types.is_boolean(child.type) else 0)
-    values = to_numpy(child)
-    null_rows = to_numpy(arr.is_null()) if arr.null_count else None
-    return ListColumn(values, offsets - first, null_rows, null_elements)
-
-
-def _list_column(chunked: pa.ChunkedArray) -> ListColumn:
-    """A shard's list column; a shard spanning Arrow files is joined with one numpy copy.
-
-    (``combine_chunks`` first would copy the values twice: Arrow, then numpy.)
-    """
-    if not (pa.types.is_list(chunked.type) or pa.types.is_large_list(chunked.type)):
-        raise TypeError(f"expected a list column, got {chunked.type}")
-    parts = [_chunk_column(c) for c in chunked.chunks] or [_chunk_column(pa.array([], chunked.type))]
-    if len(parts) == 1:
-        return parts[0]
-    shifts = np.cumsum([0] + [len(p.values) for p in parts[:-1]])
-    offsets = np.concatenate([parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, shifts)])
-    return ListColumn(np.concatenate([p.values for p in parts]), offsets,
-                      _join_flags([p.null_rows for p in parts], [len(p.offsets) - 1 for p in parts]),
-                      _join_flags([p.null_elements for p in parts], [len(p.values) for p in parts]))
-
-
-def _join_flags(flags: list[np.ndarray | None], sizes: list[int]) -> np.ndarray | None:
-    """Concatenate optional per-chunk flags; None (all False) when no chunk has any."""
-    if all(f is None for f in flags):
-        return None
-    return np.concatenate([f if f is not None else np.zeros(n, dtype=bool) for f, n in zip(flags, sizes)])
-
-
 class SavedDataset:
-    """A dataset directory written by ``datasets.Dataset.save_to_disk``, opened read-only."""
+    """A dataset opened read-only: a ``save_to_disk`` folder, or Parquet / JSON Lines files.
 
-    def __init__(self, path: Path, files: list[Path], split: str | None) -> None:
+    ``files`` are the user's files (what messages, fingerprints and the mid-run change check name);
+    ``arrow_files`` what is memory-mapped: the same files, or each source's cached Arrow stream.
+    ``path`` is the folder the dataset lives in (what is looked for beside it: the tokenizer, token_freq.pt,
+    hidden states, the draft vocabulary); ``given`` what the user named (one file passed directly).
+    """
+
+    def __init__(self, path: Path, files: list[Path], split: str | None, arrow_files: list[Path] | None = None,
+                 source: str = "save_to_disk", given: Path | None = None) -> None:
         self.path = path
+        self.given = path if given is None else given
         self.files = files
         self.split = split
+        self.arrow_files = files if arrow_files is None else arrow_files
+        #: "save_to_disk", "Parquet" or "JSON Lines": a save_to_disk folder's metadata is checked too (integrity.py).
+        self.source = source
 
     @cached_property
     def _maps(self) -> list[mmap.mmap | None]:
         """Our own read-only maps of the Arrow files, so their pages can be handed back (``release_pages``)."""
         maps: list[mmap.mmap | None] = []
-        for f in self.files:
+        for f in self.arrow_files:
             try:
                 with open(f, "rb") as fh:
                     maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if f.stat().st_size else None)
@@ -247,7 +138,7 @@ class SavedDataset:
     @cached_property
     def _tables(self) -> list[pa.Table]:
         tables = []
-        for f, mm in zip(self.files, self._maps):
+        for f, mm in zip(self.files, self._maps):  # one Arrow file per user's file, in order
             try:
                 source = pa.py_buffer(mm if mm is not None else b"")
                 try:
@@ -310,14 +201,51 @@ class SavedDataset:
     def num_rows(self) -> int:
         return self.table.num_rows
 
-    def row_lengths(self, column: str = "input_ids") -> np.ndarray | None:
-        """Every row's list length, from the offsets buffers only (no values are read)."""
+    @cached_property
+    def detected(self) -> Layout:
+        """The layout the columns and first rows say (``problem`` set when no run can read it)."""
+        layout = from_schema(self.schema)
+        if layout.problem is None and (layout.labels or layout.padding):
+            layout = resolve(layout, self._first_rows(LAYOUT_SAMPLE_ROWS))
+            if layout.problem is not None:
+                layout = replace(layout, problem=unreadable(layout.problem, self.schema))
+        return layout
+
+    @property
+    def layout(self) -> Layout:
+        """The layout a run reads; a layout the tool cannot read is a usage error (one line, before any work)."""
+        problem = self.detected.problem
+        if problem is not None:
+            raise UsageProblem(f"{self.given}: cannot read its layout: {problem}")
+        return self.detected
+
+    def _first_rows(self, rows: int) -> pa.Table:
+        """The first ``rows`` rows of record batches that pass Arrow's full validation (the integrity scan
+        has not run yet: a damaged batch is skipped here, and arrow_integrity names it)."""
+        batches, n = [], 0
+        for batch in self.table.to_batches():
+            try:
+                batch.validate(full=True)
+            except (pa.ArrowException, ValueError):
+                continue
+            batches.append(batch.slice(0, rows - n))
+            n += batches[-1].num_rows
+            if n >= rows:
+                break
+        return pa.Table.from_batches(batches, schema=self.table.schema)
+
+    def row_lengths(self, column: str | None = None) -> np.ndarray | None:
+        """Every row's stored list length (padding included: what a shard's read holds), from the offsets
+        buffers only (no values are read); a ``[1, L]`` column's inner lists counted."""
+        column = column or self.detected.ids
         if column not in self.schema.names:
             return None
         t = self.schema.field(column).type
         if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
             return None
-        parts = [np.diff(_offsets(chunk)) for chunk in self.table.column(column).chunks]
+        nested = column in self.detected.nested
+        parts = [_nested_lengths(chunk) if nested else np.diff(_offsets(chunk))
+                 for chunk in self.table.column(column).chunks]
         return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
 
     def column_types(self) -> dict[str, str]:
@@ -348,8 +276,22 @@ class SavedDataset:
         return pa.Table.from_batches(parts, schema=self.table.schema)
 
     def read(self, shard: Shard) -> ShardArrays:
-        """The shard's columns as flat numpy arrays (values + offsets)."""
-        part = self.table.slice(shard.start, shard.rows)
+        """The shard's columns as flat numpy arrays (values + offsets), whatever the layout."""
+        return self._arrays(self.table.slice(shard.start, shard.rows), shard)
+
+    def read_rows(self, rows: np.ndarray) -> ShardArrays:
+        """The given rows (sorted global indices) as one shard's arrays (row i of it: ``rows[i]``)."""
+        return self._arrays(self.take_rows(rows), Shard(0, 0, len(rows)))
+
+    def ids(self, start: int, stop: int) -> ListColumn:
+        """Rows [start, stop)'s input_ids as the engine reads them (padding cut, unnested)."""
+        if self.detected.plain:
+            return _list_column(self.table.slice(start, stop - start).column("input_ids"))
+        return self.read(Shard(-1, start, stop)).input_ids
+
+    def _arrays(self, part: pa.Table, shard: Shard) -> ShardArrays:
+        if not self.detected.plain:
+            return read_part(self.detected, part, shard)
         names = set(part.column_names)
 
         def list_col(name: str) -> ListColumn | None:
@@ -360,16 +302,16 @@ class SavedDataset:
             except TypeError:
                 return None
 
-        seq_len = nulls = None
-        if "seq_len" in names:
-            col = part.column("seq_len")
-            if pa.types.is_integer(col.type):
-                arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-                if arr.null_count:
-                    nulls = to_numpy(arr.is_null())
-                    arr = arr.fill_null(0)
-                seq_len = to_numpy(arr).astype(np.int64, copy=False)
+        seq_len, nulls = read_seq_len(part)
         return ShardArrays(shard, list_col("input_ids"), list_col("loss_mask"), seq_len, nulls)
+
+
+def _nested_lengths(chunk: pa.Array) -> np.ndarray:
+    """Rows' lengths of one chunk of a ``[1, L]`` column: the inner offsets taken at the outer ones."""
+    inner = _offsets(chunk.values).astype(np.int64, copy=False)
+    # Clipped: damaged offsets (arrow_integrity names them; their rows are planned as empty) must not index out.
+    outer = np.clip(_offsets(chunk).astype(np.int64, copy=False), 0, len(inner) - 1)
+    return inner[outer[1:]] - inner[outer[:-1]]
 
 
 def _arrow_files(folder: Path) -> list[Path]:
@@ -389,15 +331,14 @@ def _arrow_files(folder: Path) -> list[Path]:
 
 
 def open_dataset(path: str | Path, split: str | None = None) -> SavedDataset:
-    """Open a saved Dataset (or one split of a saved DatasetDict) with clear errors for anything else."""
+    """Open a saved Dataset (or one split of a saved DatasetDict), or Parquet / JSON Lines files (a folder of
+    them, or one file), with clear errors for anything else."""
     p = Path(path).expanduser()
     if not p.exists():
-        raise UsageProblem(f"--dataset-path {path}: no such file or directory; "
-                           "pass the folder written by datasets.save_to_disk")
+        raise UsageProblem(f"--dataset-path {path}: no such file or directory; pass the folder written by "
+                           "datasets.save_to_disk, or Parquet / JSON Lines files")
     if p.is_file():
-        kind = p.suffix.lower() if p.suffix.lower() in _DATA_SUFFIXES else "a file"
-        raise UsageProblem(f"--dataset-path {path}: is {kind} file, not a folder written by datasets.save_to_disk; "
-                           "load it with datasets and call .save_to_disk(DIR), then pass DIR")
+        return _open_file(p, path, split)
     dict_file = p / "dataset_dict.json"
     if dict_file.is_file():
         try:
@@ -410,13 +351,31 @@ def open_dataset(path: str | Path, split: str | None = None) -> SavedDataset:
         if split not in splits:
             raise UsageProblem(f"--dataset-split {split}: not in {path}; its splits are {', '.join(splits)}")
         return SavedDataset(p / split, _arrow_files(p / split), split)
+    if not (p / "state.json").is_file():
+        found = source_files.find(p)
+        if found:
+            return _open_sources(p, source_files.choose(p, found, split, str(path)), split)
+        raise UsageProblem(f"--dataset-path {path}: not a saved dataset, no state.json, and no Parquet or JSON Lines "
+                           "files; pass the folder written by datasets.save_to_disk, or Parquet / JSON Lines files")
     if split is not None:
         raise UsageProblem(f"--dataset-split {split}: {path} is a single Dataset, not a DatasetDict; "
                            "drop --dataset-split")
-    if not (p / "state.json").is_file():
-        hint = ""
-        if any(f.suffix in (".parquet", ".jsonl", ".json") for f in p.iterdir() if f.is_file()):
-            hint = " (it holds parquet/json files: load them with datasets and call .save_to_disk(DIR))"
-        raise UsageProblem(f"--dataset-path {path}: not a saved dataset, no state.json{hint}; "
-                           "pass the folder written by datasets.save_to_disk")
     return SavedDataset(p, _arrow_files(p), None)
+
+
+def _open_file(p: Path, shown: str | Path, split: str | None) -> SavedDataset:
+    """One Parquet or JSON Lines file passed directly; any other file is a usage error."""
+    if source_files.kind_of(p, single=True) is None:
+        kind = p.suffix.lower() if p.suffix.lower() in _DATA_SUFFIXES else "a file"
+        raise UsageProblem(f"--dataset-path {shown}: is {kind} file, not a dataset this tool reads; pass the folder "
+                           "written by datasets.save_to_disk, or Parquet / JSON Lines files")
+    if split is not None:
+        raise UsageProblem(f"--dataset-split {split}: {shown} is one file, not a dataset with splits; "
+                           "drop --dataset-split")
+    return _open_sources(p.parent, [p], None, given=p)
+
+
+def _open_sources(path: Path, sources: list[Path], split: str | None, given: Path | None = None) -> SavedDataset:
+    """Parquet / JSON Lines files, read through their cached Arrow streams (``source_files.py``)."""
+    kind = source_files.kind_of(sources[0], single=True) or "Parquet"
+    return SavedDataset(path, sources, split, source_files.cached_streams(sources), kind, given)

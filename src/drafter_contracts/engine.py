@@ -22,7 +22,8 @@ from .checks import content, spans
 from .checks.registry import IDS, MASK, RAW, TOKENIZER, Scope, names, spec, specs
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
-from .dataset import SavedDataset, Shard, ShardArrays, _list_column, plan_shards, shard_groups
+from .dataset import SavedDataset, Shard, ShardArrays, plan_shards, shard_groups
+from .layouts import column_problems as layout_column_problems
 from .errors import InvalidBuffers
 from .contract_families import family, names as family_names
 from .integrity import Integrity, file_state, scan_tables, shard_buffers_problem, state_changes
@@ -215,6 +216,7 @@ class Engine:
     inputs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _ = self.dataset.layout  # a layout the tool cannot read is a usage error before any work (layouts.py)
         self.files_at_start = file_state(self.dataset.path, self.dataset.files)  # a change mid-run fails the run
         self.buffer_problems: dict[int, str] = {}  # shards whose buffers a kernel wrapper or re-check refused
         self._gates: dict[int, str | None] = {}
@@ -319,24 +321,16 @@ class Engine:
 
     @cached_property
     def column_problems(self) -> dict[str, str]:
-        """Columns the per-row checks cannot use, with the reason (schema failures say more)."""
-        types = {f.name: f.type for f in self.dataset.schema}
-        out: dict[str, str] = {}
-        for name, kind in (("input_ids", "integer"), ("loss_mask", "bool or integer")):
-            t = types.get(name)
-            if t is None:
-                out[name] = f"column {name} is missing (see test_schema)"
-            elif not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not (
-                    pa.types.is_integer(t.value_type) or (kind != "integer" and pa.types.is_boolean(t.value_type))):
-                out[name] = f"column {name} is {t}, not a list of {kind} values (see test_schema)"
-        return out
+        """The parts (``input_ids``, ``loss_mask``: the mask's source in the dataset's layout) the per-row checks
+        cannot use, with the reason (schema failures say more)."""
+        return layout_column_problems(self.dataset.layout, self.dataset.schema)
 
     def missing_input(self, name: str) -> str | None:
         """Why a contract that reads a family's input cannot run here (that input was not given), or None."""
         for need in spec(name).needs & family_names():
             if self.inputs.get(need) is None:
                 return family(need).missing or f"no {need} input"
-        return None
+        return self.dataset.layout.lacks(spec(name).needs)  # a layout's own contract, in a layout without its part
 
     def runs(self, name: str) -> bool:
         """False for an ``on_request`` contract whose family input was not given (no option or file
@@ -538,9 +532,9 @@ class Engine:
         has_mask = "loss_mask" not in self.column_problems
         for lo in range(0, len(rows), 4096):
             at = order[lo:lo + 4096]
-            part = self.dataset.take_rows(rows[at])
-            ids = _list_column(part.column("input_ids"))
-            mask = _list_column(part.column("loss_mask")) if has_mask else None
+            part = self.dataset.read_rows(rows[at])  # as the engine reads them: padding cut, the mask token-level
+            ids = part.input_ids
+            mask = part.loss_mask if has_mask else None
             for j, k in enumerate(at.tolist()):
                 key = ids.values[ids.offsets[j]:ids.offsets[j + 1]].tobytes()
                 if mask is not None:

@@ -9,8 +9,11 @@ dataset: ``pytest --dataset-path=NEW --contract=contract.toml``.
 
 The pass over the data is the engine's own (``Engine.stats`` per shard: role labels,
 supervised counts), so what init observes is exactly what the contracts will measure.
-The ``[mask]`` section comes from one function, :func:`mask_section`, so a version that
-infers the producer's convention from the per-role totals can replace it alone.
+The ``[mask]`` section comes from one function, :func:`mask_section`: the producer's convention
+as ``convention = "auto"`` resolves it (a built-in one the rows fit, else the policy learnt from
+them), every key written out. The same pass runs the two mask contracts under that policy, so a
+dataset whose rows break the convention the others follow is refused, naming them: what init
+writes passes the rows it was written from.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -54,6 +58,9 @@ class Observed:
     template: dict[str, Any] | None = None  # engine.oracle.to_dict()
     convention: str | None = None  # the mask convention inferred from the first rows (checks.convention_fit.infer)
     convention_how: str = ""
+    mask: Any = None  # the mask policy it resolved to (config.MaskPolicy), written key by key
+    learnt: Any = None  # what was learnt from the first rows (checks.convention_learn.Learnt)
+    mask_rejected: dict[int, str] = field(default_factory=dict)  # rows the policy's mask rules reject: why
     pinned: dict[str, Any] = field(default_factory=dict)  # family name -> what it pins (ContractFamily.init.pins)
     seconds: float = 0.0
 
@@ -92,15 +99,14 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
         if st is None:
             continue
         _add_shard(seen, engine, shard, st, has_mask)
+        if seen.mask is not None:
+            _verify_mask(seen, engine, shard)
         for fam in pinning:
             if fam.init.shard is not None:
                 partials[fam.name].append(fam.init.shard(engine, shard, st))  # while the shard is in memory
     for fam in pinning:
         if fam.init.pins is not None:
             seen.pinned[fam.name] = fam.init.pins(engine, partials[fam.name], options.get(fam.name))
-    lengths = engine.row_lengths
-    if lengths is not None and len(lengths) and seen.seq_len_max is not None:
-        seen.rows_at_max = int((lengths == seen.seq_len_max).sum())
     seen.seconds = time.perf_counter() - t0
     return seen
 
@@ -124,11 +130,17 @@ def _open(dataset_dir: str, tokenizer: str | None, dataset_split: str | None,
     if "input_ids" in engine.column_problems:
         raise UsageProblem(f"init {dataset_dir}: {engine.column_problems['input_ids'].split(' (')[0]}; "
                            "init needs a tokenized dataset (input_ids as lists of integers)")
-    seen = Observed(dataset.path, dataset.num_rows, dataset.column_types(),
+    source = set(dataset.layout.source)  # a trainer's conversation columns: not tokens, never pinned (layouts.py)
+    seen = Observed(dataset.path, dataset.num_rows,
+                    {c: t for c, t in dataset.column_types().items() if c not in source},
                     tokenizer=tokenizer, vocab_size=vocab.size if vocab is not None else None,
                     template=engine.oracle.to_dict() if engine.oracle is not None else None)
     if engine.oracle is not None and engine.contract.mask.convention != "auto":
         seen.convention, seen.convention_how = engine.contract.mask.convention, engine.contract.mask_how
+        seen.mask = engine.contract.mask
+        from .checks.convention_fit import learnt_for
+
+        seen.learnt = learnt_for(engine.contract, engine.oracle, engine.vocab, engine._sample)
     seen.supervised_tokens = 0 if "loss_mask" not in engine.column_problems else None
     return engine, seen
 
@@ -137,6 +149,11 @@ def _add_shard(seen: Observed, engine: Any, shard: Any, st: dict[str, Any], has_
     """Fold one shard's ``Engine.stats`` into what init pins."""
     seen.tokens += st["tokens"]
     seen.rows_excluded += st["rows_excluded"]
+    if st["seq_len_max"] is not None:  # rows at the longest length, as the engine reads rows (padding cut off)
+        at_top = int((engine.work(shard).view.lengths == st["seq_len_max"]).sum())
+        top = seen.seq_len_max
+        seen.rows_at_max = at_top if top is None or st["seq_len_max"] > top else seen.rows_at_max + (
+            at_top if st["seq_len_max"] == top else 0)
     for key, pick in (("seq_len_min", min), ("seq_len_max", max)):
         if st[key] is not None:
             cur = getattr(seen, key)
@@ -151,14 +168,39 @@ def _add_shard(seen: Observed, engine: Any, shard: Any, st: dict[str, Any], has_
     _add(seen.role_supervised, st.get("role_supervised"))
 
 
+#: The mask contracts init holds its own rows to: the contract it writes must pass the rows it was written from.
+MASK_CHECKS = ("mask_on_assistant_spans", "mask_covers_assistant_spans")
+
+
+def _verify_mask(seen: Observed, engine: Any, shard: Any) -> None:
+    """The shard's rows the resolved mask policy rejects, with why (the first reason of each; a few per shard)."""
+    for name in MASK_CHECKS:
+        r = engine.shard_check(shard, name)
+        if not r.skipped:
+            for e in r.examples:
+                seen.mask_rejected.setdefault(e.row, e.reason)
+
+
+def mask_refusal(seen: Observed, dataset_dir: str) -> str | None:
+    """Why init writes no contract: rows that break the mask convention the rest follow (None: none do)."""
+    if not seen.mask_rejected:
+        return None
+    rows = sorted(seen.mask_rejected)
+    shown = "; ".join(f"row {r}: {seen.mask_rejected[r]}" for r in rows[:5])
+    return (f"init {dataset_dir}: rows break the mask convention the other rows follow ({shown}), so this is not a "
+            f"known-good dataset and a contract pinned to it would fail it; see them all with "
+            f"pytest --dataset-path={dataset_dir} --contract=auto, and run init on the clean rows")
+
+
 # --- the contract file -------------------------------------------------------------------------
 
 def mask_section(seen: Observed) -> list[str]:
-    """``[mask]``: the producer convention inferred from the data, with the figures that decided it.
+    """``[mask]``: the producer's convention learnt from the data, key by key, with the figures that decided it.
 
-    The convention is what ``convention = "auto"`` infers (``checks.convention_fit.infer``: each built-in
-    convention's mask rules run on the first rows; the one they fit is written). Without a
-    tokenizer nothing can be inferred: the keys are left at the defaults and say so.
+    The policy is what ``convention = "auto"`` resolves to (``checks.convention_fit.infer``: a built-in
+    convention the first rows fit, else the policy learnt from them, ``checks/convention_learn.py``);
+    every key is written, each with what decided it. Without a tokenizer nothing can be inferred: the
+    keys are left at the defaults and say so.
     """
     from .config import MaskPolicy
 
@@ -170,12 +212,8 @@ def mask_section(seen: Observed) -> list[str]:
             sup, alltok = seen.role_supervised.get(role, 0), seen.role_tokens.get(role, 0)
             share = f"{sup / alltok:.1%}" if alltok else "n/a"
             lines.append(f"#   {role:<20} {sup:>14,} / {alltok:>14,}  ({share})")
-    if seen.convention is not None:
-        lines.append("# The producer's convention, inferred from the data (docs/conventions.md):")
-        for part in seen.convention_how.split("; "):
-            lines.append(f"#   {part}")
-        lines.append(key_line("convention", seen.convention, "the keys it sets can be overridden below it"))
-        return lines
+    if seen.mask is not None:
+        return lines + _policy_lines(seen)
     lines.append("# No tokenizer was given, so the convention could not be inferred (init --tokenizer DIR does).")
     lines.append("# Keys below are the defaults (speculators 0.4-0.7: assistant content, reasoning and tool calls")
     lines.append("# supervised, no end token; completeness off). Change them to the convention your producer follows.")
@@ -184,6 +222,36 @@ def mask_section(seen: Observed) -> list[str]:
         value = getattr(defaults, f.name)
         lines.append(key_line(f.name, list(value) if isinstance(value, tuple) else value, _MASK_NOTES.get(f.name, "")))
     return lines
+
+
+def _policy_lines(seen: Observed) -> list[str]:
+    """The resolved policy key by key: the convention it is (a built-in one, or custom), how the first rows
+    decided it, the measured parts, and each key with its meaning and what decided it."""
+    from .conventions import KEY_ORDER
+
+    policy, learnt = seen.mask, seen.learnt
+    out = ["# The producer's convention, learnt from the data (docs/conventions.md):"]
+    how_text = re.sub(r"header=\S+ .*?boundary_tokens=\S+", "the keys below", seen.convention_how)
+    out += [f"#   {part}" for part in how_text.split("; ")]
+    if learnt is not None:
+        out.append("# Supervised / all tokens of each part of an assistant turn, in the row's last and earlier turns:")
+        for part, by in learnt.shares().items():
+            if by:
+                out.append(f"#   {part:<20} " + "  ".join(f"{place} {share}" for place, share in sorted(by.items())))
+    preset = seen.convention != "custom"
+    if preset:
+        note = "a built-in convention; the keys below are its keys, written out"
+    else:
+        near = learnt.nearest if learnt is not None else ""
+        note = "custom: exactly the keys below" + (
+            f" (nearest preset {near}, differing in {', '.join(learnt.differs)})" if near else "")
+    out.append(key_line("convention", seen.convention, note))
+    how = learnt.how if learnt is not None and (not preset or learnt.equals == seen.convention) else {}
+    for key in KEY_ORDER:
+        value = getattr(policy, key)
+        note = _MASK_NOTES.get(key, "") + (f" (learnt: {how[key]})" if key in how else "")
+        out.append(key_line(key, list(value) if isinstance(value, tuple) else value, note))
+    return out
 
 
 _MASK_NOTES = {
@@ -200,6 +268,8 @@ _MASK_NOTES = {
     "header": "assistant header tokens",
     "prompt_context": "off / last / all: the generation prompt is context, the rest of the turn supervised",
     "empty_reasoning": "supervised / context / optional: an empty <think></think> block",
+    "reasoning_separator": "content / supervised / context / optional: the blank line between </think> and the reply",
+    "tool_call_separator": "content / supervised / context / optional: whitespace beside a <tool_call> block",
     "optional": "keys that may be supervised but are never required",
     "convention": "the producer convention (custom: these keys as written)",
 }
@@ -340,5 +410,8 @@ def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool =
         raise NotKnownGood(f"init {dataset_dir}: {seen.rows_excluded:,} rows are null, empty or have disagreeing "
                            "lengths, so this is not a known-good dataset; see them with "
                            f"pytest --dataset-path={dataset_dir} and run init on a clean one")
+    refusal = mask_refusal(seen, dataset_dir)
+    if refusal:
+        raise NotKnownGood(refusal)
     text = render_contract(seen, name or seen.path.name, count_tolerance=count_tolerance, max_len=max_len)
     return seen, write_contract(text, target, force)

@@ -226,7 +226,7 @@ def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
     from .dataset import open_dataset
 
     opts.dataset = open_dataset(opt("dataset_path"), opt("dataset_split"))
-    data = opts.dataset.path.resolve()
+    data = opts.dataset.given.resolve()  # the folder, or the one file named (its folder is the user's, not ours)
     report = opts.report_dir
     if report == data or data in report.parents:
         raise UsageProblem(f"--report-dir {report}: is inside the dataset folder; the dataset is read-only, "

@@ -1,9 +1,12 @@
-"""Which built-in producer convention a dataset's rows fit: ``[mask] convention = "auto"`` and the
-hint a failing mask rule gives.
+"""Which producer convention a dataset's rows follow: ``[mask] convention = "auto"`` and the hint a
+failing mask rule gives.
 
-Each candidate convention's policy (``conventions.resolve``) runs the two mask rules of
-``checks/spans.py`` on the rows; the one that rejects none is the producer's. A checks-layer
-module: the conventions themselves are policy, finding the one the data follows runs checks.
+Each built-in convention's policy (``conventions.resolve``) runs the two mask rules of
+``checks/spans.py`` on the rows, and the policy the rows themselves follow is learnt from them
+(``checks/convention_learn.py``). A built-in convention the rows fit, or one the learnt policy
+equals, is named; otherwise the learnt policy is used, key by key, with the rows it rejects named as
+the defective minority. A checks-layer module: the conventions themselves are policy, finding the
+one the data follows runs checks.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from ..config import Contract, MaskPolicy
 from ..conventions import AUTO_ORDER, DESCRIPTION, Decision, resolve
 from ..dataset import Shard, ShardArrays
 from ..errors import UsageProblem
+from ..conventions import keys_text
+from .convention_learn import describe, learn
 from .spans import check_mask_covers_assistant_spans, check_mask_on_assistant_spans
 
 
@@ -63,7 +68,15 @@ def fitting(view: Any, labels: Any, facts: Any, contract: Contract, oracle: Any,
 
 
 def infer(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str], sample: Any) -> Decision:
-    """The built-in convention the first rows fit (their mask rules reject none of them)."""
+    """The producer's convention, learnt from the first rows (``checks/convention_learn.py``).
+
+    A built-in convention the rows fit (its mask rules reject none of them) is theirs: a known
+    producer's convention says more than a sample can (what it does with parts the sample lacks). So is
+    the closest one when it rejects a minority of the rows: they are the defective ones. When it rejects
+    most of them, the rows follow another convention: the learnt policy, when it explains more rows (the
+    rows it rejects are the defective minority), else still the closest. A learnt policy equal to a
+    built-in convention is that convention (they reject the same rows).
+    """
     view, labels, facts = sample()
     rows = len(view.rows)
     if rows == 0 or view.mask is None:
@@ -73,20 +86,49 @@ def infer(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str],
         return Decision(d.policy, "convention = auto, but the first rows hold no mask to infer from; "
                         "speculators-regex applies", {"inferred": "speculators-regex", "rows": rows})
     decisions = candidates(contract, oracle, vocab, explicit)
-    scored = []
-    for name, decision in decisions.items():
-        scored.append((_violations(view, labels, facts, contract, decision.policy), AUTO_ORDER.index(name), name))
-    scored.sort()
+    scored = sorted((_violations(view, labels, facts, contract, d.policy), AUTO_ORDER.index(name), name)
+                    for name, d in decisions.items())
+    learnt = learn(view, labels, facts, contract, {name: d.policy for name, d in decisions.items()}, explicit)
+    table = ", ".join(f"{name} {k:,}" for k, _, name in scored)
+    details = {"rows": rows, "rejected": {name: k for k, _, name in scored}, "learnt": learnt.to_dict()}
     n, _, best = scored[0]
+    if 2 * n > rows and explains_more(learnt, n):  # most rows follow another convention: the learnt one
+        how = f"convention = auto: {describe(learnt)}; rows each built-in convention rejects: {table}"
+        return Decision(learnt.policy, how, {**details, "inferred": "learnt"})
+    return _preset_decision(decisions[best], best, n, scored, rows, learnt, details)
+
+
+def explains_more(learnt: Any, rejected: int) -> bool:
+    """Whether the learnt policy is a convention that explains the rows better than a built-in one that rejects
+    ``rejected`` of them: it trains the reply text (a policy that never does describes a broken producer, not
+    a convention), it rejects a minority of the rows, and fewer than the built-in one."""
+    return (learnt is not None and learnt.policy.content and 2 * len(learnt.rejected) < learnt.rows
+            and len(learnt.rejected) < rejected)
+
+
+def _preset_decision(d: Decision, best: str, n: int, scored: list[tuple[int, int, str]], rows: int, learnt: Any,
+                     details: dict[str, Any]) -> Decision:
+    """A built-in convention as the decision, with how the rows fit it and what was learnt from them."""
     table = ", ".join(f"{name} {k:,}" for k, _, name in scored)
     if n == 0:
         fits = [name for k, _, name in scored if k == 0]
         how = (f"convention = auto: {best} ({DESCRIPTION[best]}) fits the first {rows:,} rows"
-               + (f" (so do {', '.join(fits[1:])}; {best} comes first)" if len(fits) > 1 else "")
+               + (f" (so do {', '.join(f for f in fits if f != best)}; {best} comes first)" if len(fits) > 1 else "")
                + f"; rows each convention rejects: {table}")
     else:
-        how = (f"convention = auto: no built-in convention fits the first {rows:,} rows; the closest is {best} "
-               f"({n:,} rows rejected); rows each convention rejects: {table}")
-    d = decisions[best]
-    return Decision(d.policy, how + ("; " + d.how if d.details else ""),
-                    {"inferred": best, "rows": rows, "rejected": {name: k for k, _, name in scored}})
+        how = (f"convention = auto: the first {rows:,} rows follow no policy without exceptions; the closest is "
+               f"{best} ({n:,} rows rejected); rows each convention rejects: {table}")
+    how += "; " + (f"learnt from the rows: {keys_text(learnt.policy)} (equal to {learnt.equals})" if learnt.equals
+                   else describe(learnt))
+    return Decision(d.policy, how + ("; " + d.how if d.details else ""), {**details, "inferred": best})
+
+
+def learnt_for(contract: Contract, oracle: Any, vocab: Any, sample: Any,
+               explicit: frozenset[str] = frozenset()) -> Any:
+    """What ``convention = auto`` learns from ``sample`` (a callable returning the first rows' view, labels and
+    facts), or None when they hold no mask: ``init`` writes it into the contract's [mask] table."""
+    view, labels, facts = sample()
+    if labels is None or view.mask is None or not len(view.rows):
+        return None
+    decisions = candidates(contract, oracle, vocab, explicit)
+    return learn(view, labels, facts, contract, {name: d.policy for name, d in decisions.items()}, explicit)

@@ -3,26 +3,65 @@
 from __future__ import annotations
 
 from ..config import Contract, accepted_types
+from ..layouts import DEFAULT_TYPES, Layout
 from ..results import CheckResult
 from .registry import Scope, Spec, register
 
 
-def check_schema(column_types: dict[str, str], contract: Contract) -> CheckResult:
-    """Exactly the declared columns with the declared Arrow types (extra ones only if allowed)."""
+def check_schema(column_types: dict[str, str], contract: Contract, layout: Layout | None = None) -> CheckResult:
+    """Exactly the declared columns with the declared Arrow types (extra ones only if allowed), read through
+    the dataset's layout (docs/layouts.md).
+
+    In the speculators layout (or without a layout) that is the contract's [schema] as written. In
+    another layout the speculators columns a contract declares are satisfied by the columns playing
+    their part: ``loss_mask`` by the layout's mask source, ``seq_len`` by its derivation, and each
+    column the layout reads but the contract does not name is held to the declaration of its part
+    (the types ``layouts.DEFAULT_TYPES`` accepts for labels and attention_mask); a ``[1, L]`` column
+    is accepted when its rows' type is. The trainer's source columns a layout keeps (``layouts.SOURCE_COLUMNS``,
+    TRL's ``messages``) are not extra; any other column the layout does not read is.
+    """
+    parts = layout.parts() if layout is not None and not layout.plain else {}
+    nested = layout.nested if layout is not None else frozenset()
     problems = []
     for col, declared in contract.columns.items():
-        want = accepted_types(declared)
-        said = " or ".join(want)
         got = column_types.get(col)
-        if got is None:
-            problems.append(f"missing column {col} ({said})")
-        elif got not in want:
-            problems.append(f"{col} is {got}, contract says {said}")
-    extra = [c for c in column_types if c not in contract.columns]
+        if got is None and parts and _stands_in(col, parts):
+            continue
+        problems += _type_problem(col, got, accepted_types(declared), col in nested)
+    for col, part in parts.items():
+        if col in contract.columns or col not in column_types:
+            continue
+        want = _part_types(part, contract)
+        if want is not None:
+            problems += _type_problem(col, column_types[col], want, col in nested)
+    source = layout.source if layout is not None else ()
+    extra = [c for c in column_types if c not in contract.columns and c not in source
+             and (c not in parts or _part_types(parts[c], contract) is None)]
     if extra and not contract.allow_extra_columns:
         problems.append(f"extra column{'s' if len(extra) > 1 else ''} {', '.join(extra)} "
                         "(set allow_extra_columns to accept)")
     return CheckResult("schema", "dataset", message="; ".join(problems))
+
+
+def _stands_in(col: str, parts: dict[str, str]) -> bool:
+    """A declared speculators column another column plays (``loss_mask``), or one derived (``seq_len``)."""
+    return col == "seq_len" or (col == "loss_mask" and any(p in ("loss_mask", "labels") for p in parts.values()))
+
+
+def _part_types(part: str, contract: Contract) -> tuple[str, ...] | None:
+    """The types a column playing ``part`` may have: its part's declaration, else the layout's defaults."""
+    if part in contract.columns:
+        return accepted_types(contract.columns[part])
+    return DEFAULT_TYPES.get(part)
+
+
+def _type_problem(col: str, got: str | None, want: tuple[str, ...], nested: bool) -> list[str]:
+    said = " or ".join(want)
+    if got is None:
+        return [f"missing column {col} ({said})"]
+    if got in want or (nested and got.startswith("list<") and got[5:-1] in want):
+        return []
+    return [f"{col} is {got}, contract says {said}"]
 
 
 def check_row_count(num_rows: int, contract: Contract) -> CheckResult:
@@ -48,7 +87,7 @@ def check_not_empty(num_rows: int) -> CheckResult:
 
 
 register(Spec("schema", Scope.DATASET, "exactly the declared columns with an accepted Arrow type", needs=frozenset(),
-              run=lambda e: check_schema(e.dataset.column_types(), e.contract)))
+              run=lambda e: check_schema(e.dataset.column_types(), e.contract, e.dataset.layout)))
 register(Spec("row_count", Scope.DATASET, "the row count is within the tolerance of the pinned count",
               needs=frozenset(), run=lambda e: check_row_count(e.dataset.num_rows, e.contract)))
 register(Spec("not_empty", Scope.DATASET, "at least one row", needs=frozenset(),

@@ -32,9 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from ..dataset import Shard, ShardArrays, _list_column
+from ..dataset import Shard, ShardArrays
 from ..paths import atomic_write_bytes
 from ..results import CheckResult, Violation
 from .content import mix64
@@ -250,14 +249,12 @@ def run_drift(e) -> CheckResult:
     readable = [s for s in e.shards if e.unreadable(s) is None]  # damaged rows are arrow_integrity's
     ordered = global_sample(readable, k, drift.seed)
     candidates = np.sort(np.concatenate(ordered)) if ordered else np.zeros(0, dtype=np.int64)
-    part = e.dataset.take_rows(candidates)
-    lengths = _list_column(part.column("input_ids")).lengths
+    lengths = e.dataset.read_rows(candidates).input_ids.lengths  # rows as the engine reads them (layouts.py)
     budget = rows_per_shard(drift.sample_tokens, len(e.all_shards))
     picked = within_budget(ordered, candidates, lengths, budget)
-    part = part.take(pa.array(np.searchsorted(candidates, picked)))  # a table of at most sample_rows rows
-    a = ShardArrays(Shard(0, 0, len(picked)), _list_column(part.column("input_ids")),
-                    _list_column(part.column("loss_mask")) if "loss_mask" not in e.column_problems else None,
-                    None, None)
+    read = e.dataset.read_rows(picked)  # at most sample_rows rows
+    a = ShardArrays(Shard(0, 0, len(picked)), read.input_ids,
+                    read.loss_mask if "loss_mask" not in e.column_problems else None, None, None)
     view = usable_view(a)
     result = check_tokenizer_drift(view, a, lambda: e.vocab.backend, e.special_ids, e.vocab.known,
                                    len(picked), drift.seed, VerifiedSegments(e.vocab.fingerprint))

@@ -135,6 +135,71 @@ def empty_reasoning_tokens(facts: MaskFacts, labels: Labels) -> np.ndarray:
     return _ranges(n, np.concatenate((s_pos[empty], after_end)), np.concatenate((e_pos[empty] + 1, stop)))
 
 
+def _blank_assistant(facts: MaskFacts, labels: Labels) -> np.ndarray | None:
+    """Bool per token: assistant content that is whitespace with a newline (the tokenizer's newline table)."""
+    lead, ids = facts.newline_lead, facts.ids
+    if lead is None:
+        return None
+    blank = lead[np.clip(ids, 0, len(lead) - 1)] & (ids >= 0) & (ids < len(lead))
+    return blank & (labels.role == Role.ASSISTANT)
+
+
+def _edge_runs(like: np.ndarray, block: np.ndarray, offsets: np.ndarray | None, after: bool) -> np.ndarray:
+    """Bool per token: the runs of ``like`` tokens right after each run of ``block`` ends (``after``), or right
+    before each starts, within one row."""
+    n = len(like)
+    step = block[:-1] & ~block[1:] if after else ~block[:-1] & block[1:]
+    edge = np.flatnonzero(step) + 1  # after: the first token after a block; before: a block's first token
+    row = np.searchsorted(offsets, edge, side="right") - 1 if offsets is not None else np.zeros(len(edge), np.int64)
+    lo_row = offsets[row] if offsets is not None else np.zeros(len(edge), np.int64)
+    hi_row = offsets[row + 1] if offsets is not None else np.full(len(edge), n)
+    edge_in = edge if after else edge - 1  # the token next to the block on the run's side
+    keep = like[edge_in] & (edge != lo_row)  # a block that opens or ends a row has nothing beside it in the row
+    edge, lo_row, hi_row = edge[keep], lo_row[keep], hi_row[keep]
+    stop_at = np.flatnonzero(~like)  # a run ends at the nearest token that is not ``like``
+    if after:
+        k = np.searchsorted(stop_at, edge)
+        stop = np.full(len(edge), n, dtype=np.int64)
+        has = k < len(stop_at)
+        stop[has] = stop_at[k[has]]
+        return _ranges(n, edge, np.minimum(stop, hi_row))
+    k = np.searchsorted(stop_at, edge) - 1
+    first = np.zeros(len(edge), dtype=np.int64)
+    has = k >= 0
+    first[has] = stop_at[k[has]] + 1
+    return _ranges(n, np.maximum(first, lo_row), edge)
+
+
+def separator_tokens(facts: MaskFacts, labels: Labels, offsets: np.ndarray | None = None) -> np.ndarray:
+    """Bool per token: the reasoning separator, the whitespace between a reasoning block's end and the reply.
+
+    The run of whitespace tokens (the tokenizer's newline table) labelled assistant content that
+    starts right after the last token of a reasoning block (``</think>`` then ``\\n\\n``), in the same
+    row. The span oracle calls it content; producers that locate the reply text alone leave it out
+    (``reasoning_separator``). After an empty block it is also what ``empty_reasoning`` governs.
+    """
+    blank = _blank_assistant(facts, labels)
+    reasoning = labels.role == Role.REASONING
+    if blank is None or not reasoning.any():
+        return np.zeros(len(labels.role), dtype=bool)
+    return _edge_runs(blank, reasoning, offsets, after=True)
+
+
+def tool_call_separator_tokens(facts: MaskFacts, labels: Labels, offsets: np.ndarray | None = None) -> np.ndarray:
+    """Bool per token: whitespace labelled assistant content right before or after a tool-call block (the
+    newline between the reply and ``<tool_call>``, between two calls), a reasoning separator aside."""
+    blank = _blank_assistant(facts, labels)
+    calls = labels.role == Role.TOOL_CALL
+    if blank is None or not calls.any():
+        return np.zeros(len(labels.role), dtype=bool)
+    out = _edge_runs(blank, calls, offsets, after=True) | _edge_runs(blank, calls, offsets, after=False)
+    return out & ~separator_tokens(facts, labels, offsets)
+
+
+#: The separator keys and the tokens each governs.
+SEPARATORS = (("reasoning_separator", separator_tokens), ("tool_call_separator", tool_call_separator_tokens))
+
+
 def _role_table(policy: MaskPolicy) -> np.ndarray:
     """``allowed[role]`` for roles whose permission does not depend on the turn (reasoning does)."""
     allowed = np.zeros(256, dtype=bool)
@@ -177,7 +242,9 @@ def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPol
     turns or their headers by construction. ``turns`` may be None when not :func:`needs_turns`.
     With ``prompt_context``, a selected turn's tokens from where the shortest-matching
     generation prompt ends through the turn's end are allowed whatever their role, and
-    the prompt's tokens before that are not (``facts`` and ``offsets`` needed).
+    the prompt's tokens before that are not (``facts`` and ``offsets`` needed). The separators
+    (:data:`SEPARATORS`: the whitespace after a reasoning block, around a tool-call block) follow
+    ``content`` unless their keys say otherwise (``facts`` needed).
     """
     table = _role_table(policy)
     split_reasoning = policy.reasoning_final != policy.reasoning_earlier
@@ -188,6 +255,15 @@ def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPol
     if split_reasoning:
         in_last = turns.last if policy.reasoning_final else ~turns.last
         allowed |= (labels.role == Role.REASONING) & in_last
+    context = []  # separators never supervised: taken out last, like an empty reasoning block
+    for key, tokens in SEPARATORS:
+        value = getattr(policy, key)
+        if value != "content" and facts is not None:
+            sep = tokens(facts, labels, offsets)
+            if value == "context":
+                context.append(sep)
+            else:  # supervised / optional: allowed whatever content says
+                allowed |= sep
     if policy.turns == "last":
         allowed &= turns.last
     if policy.reasoning_opener == "context" and opener is not None:
@@ -199,6 +275,8 @@ def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPol
         allowed |= _ranges(n, lo, turns.ends[sel] + 1)
     if policy.empty_reasoning == "context" and facts is not None:
         allowed &= ~empty_reasoning_tokens(facts, labels)
+    for sep in context:
+        allowed &= ~sep
     return allowed
 
 
@@ -286,6 +364,9 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
         need &= ~_ranges(n, lo, hi)
     if policy.empty_reasoning == "optional":
         need &= ~empty_reasoning_tokens(facts, labels)
+    for key, tokens in SEPARATORS:
+        if getattr(policy, key) == "optional":
+            need &= ~tokens(facts, labels, offsets)
     if policy.completeness == "last":
         # Turn-level: only the tokens of last turns, and not in rows whose last turn the cut took.
         lengths = np.diff(offsets)

@@ -22,10 +22,10 @@ def _whole_rows(name: str, a: ShardArrays, flags: dict[int, tuple[np.ndarray, st
 
 
 def check_no_nulls(a: ShardArrays) -> CheckResult:
-    """No null row and no null element in any column."""
+    """No null row and no null element in any column (the layout's own columns too, by their names)."""
     flags: dict[int, tuple[np.ndarray, str]] = {}
     code = 1
-    for name, col in (("input_ids", a.input_ids), ("loss_mask", a.loss_mask)):
+    for name, col in ((a.names[0], a.input_ids), (a.names[1], a.loss_mask), *a.extra):
         if col is None:
             continue
         if col.null_rows is not None:
@@ -47,14 +47,18 @@ def check_no_empty_rows(a: ShardArrays) -> CheckResult:
 
 
 def check_lengths_agree(a: ShardArrays) -> CheckResult:
-    """``len(input_ids) == len(loss_mask) == seq_len``: a skew shifts every later mask when rows are packed."""
+    """``len(input_ids) == len(loss_mask) == seq_len``: a skew shifts every later mask when rows are packed.
+
+    In a padded layout the lengths are those of the rows without their padding, and the mask column is the
+    layout's (labels, assistant_masks, ...), named as such."""
     p = problem_rows(a)
     ok_rows = ~(p["null"] | p["empty"])
+    ids_name, mask_name = a.names
     flags: dict[int, tuple[np.ndarray, str]] = {}
     if a.input_ids is not None and a.loss_mask is not None:
-        flags[1] = (ok_rows & (a.input_ids.lengths != a.loss_mask.lengths), "len(input_ids) != len(loss_mask)")
+        flags[1] = (ok_rows & (a.input_ids.lengths != a.loss_mask.lengths), f"len({ids_name}) != len({mask_name})")
     if a.input_ids is not None and a.seq_len is not None:
-        flags[2] = (ok_rows & (a.input_ids.lengths != a.seq_len), "seq_len != len(input_ids)")
+        flags[2] = (ok_rows & (a.input_ids.lengths != a.seq_len), f"seq_len != len({ids_name})")
     return _whole_rows("lengths_agree", a, flags)
 
 
@@ -72,7 +76,7 @@ def check_mask_values(a: ShardArrays) -> CheckResult:
         bad &= ~col.null_elements
     found, first = first_per_row(np.flatnonzero(bad), col.offsets)
     return row_result("mask_values", a.shard.id, a.shard.rows, found, first, np.ones(len(found), dtype=np.int8),
-                      {1: "loss_mask value other than 0 or 1"}, a.shard.start)
+                      {1: f"{a.names[1]} value other than 0 or 1"}, a.shard.start)
 
 
 def check_seq_len_bounds(view: RowView, a: ShardArrays, contract: Contract) -> CheckResult:

@@ -83,7 +83,7 @@ def _run_level_policy(policy: MaskPolicy) -> np.ndarray | None:
     context openers depend on where a token sits, not only on its role.
     """
     if (policy_mod.needs_turns(policy) or policy.reasoning_opener == "context" or policy.empty_reasoning != "supervised"
-            or policy.optional):
+            or policy.optional or any(getattr(policy, key) != "content" for key, _ in policy_mod.SEPARATORS)):
         return None
     table = allowed_roles(policy)
     return np.concatenate((table, np.zeros(256 - len(table), dtype=bool)))
@@ -124,7 +124,11 @@ def clean_by_role_totals(view: RowView, labels: Labels, totals: RoleTotals | Non
 
 # Reason codes beyond the Role values: supervision that is wrong because of the turn it is in.
 _EARLIER_TURN, _REASONING_FINAL, _REASONING_EARLIER, _BOUNDARY, _OPENER = 100, 101, 102, 103, 104
-_PROMPT, _EMPTY_REASONING = 105, 106
+_PROMPT, _EMPTY_REASONING, _SEPARATOR, _TOOL_SEPARATOR = 105, 106, 107, 108
+_SEPARATOR_MISSING, _TOOL_SEPARATOR_MISSING = 112, 113
+#: Per separator key (``policy.SEPARATORS``): its reason codes when supervised against the policy / left out.
+_SEPARATOR_CODES = {"reasoning_separator": (_SEPARATOR, _SEPARATOR_MISSING),
+                    "tool_call_separator": (_TOOL_SEPARATOR, _TOOL_SEPARATOR_MISSING)}
 
 
 #: How bad each supervised offence is (0 first): text the model reads but never writes (a user's, the
@@ -137,6 +141,7 @@ SEVERITY: dict[int, int] = {
     _PROMPT: 1, _OPENER: 1,
     **{int(r): 2 for r in (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL)},
     _EARLIER_TURN: 2, _REASONING_FINAL: 2, _REASONING_EARLIER: 2, _EMPTY_REASONING: 2,
+    _SEPARATOR: 2, _TOOL_SEPARATOR: 2,
     _BOUNDARY: 3,
 }
 
@@ -159,6 +164,9 @@ def _reason_text(policy: MaskPolicy) -> dict[int, str]:
     text[_PROMPT] = ("a token of the generation prompt supervised: every prompt the template renders holds it "
                      f"(policy: prompt_context = {policy.prompt_context})")
     text[_EMPTY_REASONING] = "empty reasoning block supervised (policy: empty_reasoning = context)"
+    text[_SEPARATOR] = ("whitespace between the reasoning block and the reply supervised "
+                        "(policy: reasoning_separator = context)")
+    text[_TOOL_SEPARATOR] = "whitespace beside a tool-call block supervised (policy: tool_call_separator = context)"
     return text
 
 
@@ -209,9 +217,13 @@ def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels,
         empty = np.zeros(len(at), dtype=bool)
         if policy.empty_reasoning == "context":
             empty = role_ok & policy_mod.empty_reasoning_tokens(facts, labels)[at]
+        seps = [(role_ok & ~empty & tokens(facts, labels, view.offsets)[at], _SEPARATOR_CODES[key][0])
+                for key, tokens in policy_mod.SEPARATORS if getattr(policy, key) == "context"]
         codes[role_ok] = _BOUNDARY  # what is left of an allowed role in an allowed place: strict boundaries
         codes[opener] = _OPENER
         codes[empty] = _EMPTY_REASONING
+        for sep, code in seps:
+            codes[sep] = code
         codes[earlier] = _EARLIER_TURN
         codes[prompt] = _PROMPT
     return multi_reason_result("mask_on_assistant_spans", a.shard.id, len(view.rows), view.rows[rows],
@@ -228,6 +240,8 @@ _MISSING_TEXT = {
     int(Role.ASSISTANT_END): "assistant end-of-turn token left unsupervised (policy: end_of_turn = true)",
     int(Role.AFTER_ASSISTANT_END): "newline after assistant end left unsupervised (policy: newline_after_end = true)",
     int(Role.ASSISTANT_HEADER): "assistant header token after the generation prompt left unsupervised",
+    _SEPARATOR_MISSING: "whitespace between the reasoning block and the reply left unsupervised",
+    _TOOL_SEPARATOR_MISSING: "whitespace beside a tool-call block left unsupervised",
 }
 
 
@@ -266,6 +280,9 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
         op_at = policy_mod.opener_at(view.ids, labels.role, lead, at)
         after = np.minimum(at + 1 + policy_mod.opener_at(view.ids, labels.role, lead, nxt), last)
         codes[op_at & view.mask[after] & (labels.role[after] == Role.REASONING)] = _OPENER_MISSING
+        content = codes == Role.ASSISTANT
+        for key, tokens in policy_mod.SEPARATORS if content.any() else ():  # what the reply text alone leaves out
+            codes[content & tokens(facts, labels, view.offsets)[at]] = _SEPARATOR_CODES[key][1]
         t = turns.index_at(at)
         codes[(t >= 0) & (sup[np.maximum(t, 0)] == 0) if len(sup) else np.zeros(len(at), bool)] = _WHOLE_TURN
     text = {int(r): f"{ROLE_NAMES[r]} token left unsupervised" for r in Role} | _MISSING_TEXT
@@ -295,23 +312,52 @@ def offending_unsupervised(ids: np.ndarray, mask: np.ndarray, labels: Labels, co
 
 
 def convention_hint(engine, w, result: CheckResult) -> str:
-    """Most rows break a mask rule: which built-in conventions these rows fit, found by running them."""
+    """Most rows break a mask rule: the built-in conventions these rows fit, found by running them, or else
+    the policy learnt from them (``checks/convention_learn.py``) as ``--mask-policy`` flags, with the rows no
+    policy the other rows follow explains."""
     if not result.rows_checked or result.rows_violating < 0.5 * result.rows_checked:
         return ""
-    from .convention_fit import fitting
+    from .convention_fit import fitting, learnt_for
     from .registry import spec
 
+    head = f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule"
     fits = fitting(w.view, w.labels, w.mask_facts, engine.contract, engine.oracle, engine.vocab)
     ok = [name for name, n in fits if n == 0]
-    if not ok:
-        best, n = fits[0] if fits else ("", 0)
-        top = max(result.by_code.items(), key=lambda kv: kv[1], default=(None, 0))[0]
-        why = spec(result.check).hints.get(top, "")
-        return (f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule, and no built-in "
-                f"convention fits them all (closest: --contract {best}, {n:,} rows rejected).{why} "
-                "See docs/conventions.md." if best else "")
-    return (f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule; they fit "
-            + " and ".join(f"--contract {name}" for name in ok) + " (checked on this shard: 0 rows rejected)")
+    if ok:
+        return (f"{head}; they fit " + " and ".join(f"--contract {name}" for name in ok)
+                + " (checked on this shard: 0 rows rejected)")
+    top = max(result.by_code.items(), key=lambda kv: kv[1], default=(None, 0))[0]
+    why = spec(result.check).hints.get(top, "")
+    learnt = learnt_for(engine.contract, engine.oracle, engine.vocab, lambda: (w.view, w.labels, w.mask_facts))
+    return f"{head}.{why} {learnt_hint(learnt, engine.contract.mask, fits)} See docs/conventions.md."
+
+
+def learnt_hint(learnt, current: MaskPolicy, fits: list[tuple[str, int]]) -> str:
+    """The policy learnt from a shard's rows as the flags that turn ``current`` into it, and the rows it rejects
+    (named with why, and which of them no policy at all explains); or the closest built-in convention
+    when the learnt policy explains fewer rows."""
+    from ..conventions import flags, keys_text
+    from .convention_fit import explains_more
+
+    best, n = fits[0] if fits else ("", 0)
+    if learnt is None or (best and not explains_more(learnt, n)):
+        closest = f"The closest built-in convention is --contract {best} ({n:,} rows rejected)" if best else ""
+        if learnt is not None and not learnt.policy.content:
+            return closest + "; the rows never train the reply text, which no convention leaves out."
+        learnt_part = f"; {learnt.minority()} under the policy learnt from them" if learnt is not None else ""
+        return closest + learnt_part + "."
+    near = (f"nearest preset {learnt.nearest}, differing in {', '.join(learnt.differs)}" if learnt.nearest
+            else "no preset to compare")
+    change = flags(learnt.policy, current) or "(the contract's own keys)"
+    text = (f"The rows follow a policy learnt from them ({near}): {change}; in [mask]: "
+            f"{keys_text(learnt.policy)}; {learnt.minority()}")
+    if learnt.unexplained:
+        kinds: dict[str, int] = {}
+        for role in learnt.unexplained.values():
+            kinds[role] = kinds.get(role, 0) + 1
+        text += (f"; no policy explains {len(learnt.unexplained):,} of them: they supervise text no convention "
+                 "trains on (" + ", ".join(f"{role} text: {n:,} rows" for role, n in sorted(kinds.items())) + ")")
+    return text + "."
 
 
 # --------------------------------------------------------------------------- the registry
@@ -325,10 +371,14 @@ register(Spec("mask_on_assistant_spans", Scope.ROW, "loss_mask is 1 only where t
                                                              e.mask_totals(w))))
 register(Spec("mask_covers_assistant_spans", Scope.ROW, "every token the mask policy requires is supervised",
               needs=frozenset({IDS, MASK, TOKENIZER}), offending=offending_unsupervised, hint=convention_hint,
-              turned_off=lambda c: "[mask] completeness = \"off\"" if c.mask.completeness == "off" else None,
+              turned_off=lambda c: None if c.mask.completeness != "off" else (
+                  "[mask] completeness = \"off\"; to check it set completeness = \"all\" or \"last\", or pass "
+                  "--mask-policy completeness=all"),
               hints={int(Role.REASONING): (
                   " Reasoning is left out of the mask in most rows: the Qwen3 regex bug of speculators "
-                  "(the empty think block baked into the role marker), or, if that is intended, declare "
-                  "--mask-policy reasoning_final=false --mask-policy reasoning_earlier=false.")},
+                  "(the empty think block baked into the role marker), or a convention that does not train it."),
+                  _SEPARATOR_MISSING: (
+                  " The blank line between </think> and the reply is left out of the mask in most rows: a producer "
+                  "that locates the reply text alone (arctic-training's str.find).")},
               run=lambda e, w: check_mask_covers_assistant_spans(w.view, w.arrays, w.labels, e.contract, w.mask_facts,
                                                                  e.mask_totals(w))))

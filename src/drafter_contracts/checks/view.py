@@ -80,7 +80,7 @@ def problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:
 def _problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:
     n = a.shard.rows
     null = np.zeros(n, dtype=bool)
-    for col in (a.input_ids, a.loss_mask):
+    for col in (a.input_ids, a.loss_mask, *(c for _, c in a.extra)):  # extra: the layout's other columns
         if col is None:
             continue
         if col.null_rows is not None:
@@ -97,6 +97,8 @@ def _problem_rows(a: ShardArrays) -> dict[str, np.ndarray]:
     disagree = np.zeros(n, dtype=bool)
     if ids_len is not None and a.loss_mask is not None:
         disagree |= ids_len != a.loss_mask.lengths
+    if a.layout is not None:  # rows the layout cannot cut (layout_well_formed names them): left out like skewed ones
+        disagree |= a.layout.malformed
     return {"null": null, "empty": empty & ~null, "disagree": disagree & ~null & ~empty}
 
 

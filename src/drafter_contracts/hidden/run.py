@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dataset import SavedDataset, Shard, _list_column
+from ..dataset import SavedDataset, Shard
 from ..errors import UsageProblem
 from ..results import CheckResult
 from . import checks as C
@@ -220,15 +220,14 @@ class HiddenRun:
         input_ids once per process (the first 256 tokens of each row, in chunks), so only those positions'
         fingerprints travel, whatever the number of rows."""
         f = PrefixFilter()
-        table = self.dataset.table
         for lo in range(0, self.num_rows, 8192):  # ~4 MB per temporary of prefix_keys' 2,048-row blocks
-            col = _list_column(table.slice(lo, min(8192, self.num_rows - lo)).column("input_ids"))
+            col = self.dataset.ids(lo, min(lo + 8192, self.num_rows))  # as the engine reads them (layouts.py)
             f.add(prefix_keys(col.values, col.offsets, lo)[2])
             self.dataset.release_pages()
         return f
 
     def _shard_prefixes(self, shard: Shard) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        col = _list_column(self.dataset.table.slice(shard.start, shard.rows).column("input_ids"))
+        col = self.dataset.ids(shard.start, shard.stop)
         rows, pos, keys = prefix_keys(col.values, col.offsets, shard.start)
         keep = self.shared_prefixes.seen_twice(keys)
         return rows[keep], pos[keep], keys[keep]
@@ -324,7 +323,7 @@ class HiddenRun:
 
     def _alignment(self, shard: Shard, rows: list[int], ids: list[np.ndarray]) -> tuple[CheckResult, set[int]]:
         lo, hi = max(0, shard.start - 1), min(self.num_rows, shard.stop + 1)
-        col = _list_column(self.dataset.table.slice(lo, hi - lo).column("input_ids"))
+        col = self.dataset.ids(lo, hi)
         neighbours = {col.values[col.offsets[k]:col.offsets[k + 1]].astype(np.int64).tobytes(): lo + k
                       for k in range(hi - lo)}
         return C.check_alignment(shard.id, np.array(rows, dtype=np.int64), ids, col.values, col.offsets, lo, neighbours)

@@ -28,12 +28,14 @@ def dataset_fingerprint(dataset: SavedDataset) -> dict[str, Any]:
         except (OSError, ValueError, AttributeError):
             state_fp = None
     return {
-        "path": str(dataset.path),
+        "path": str(dataset.given),  # the folder, or the one Parquet / JSON Lines file passed
         "split": dataset.split,
         "num_rows": dataset.num_rows,
         "files": [{"name": f.name, "bytes": f.stat().st_size} for f in dataset.files],
         "state_fingerprint": state_fp,
         "fingerprint": dataset.fingerprint(),
+        "format": dataset.source,  # save_to_disk, Parquet or JSON Lines (source_files.py)
+        "layout": dataset.detected.describe(),  # which columns were read, and how (layouts.py)
     }
 
 

@@ -190,6 +190,9 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     lines = [
         f"dataset   {summary['dataset']['path']}"
         + (f" (split {summary['dataset']['split']})" if summary['dataset']['split'] else ""),
+        *([f"layout    {summary['dataset']['layout']}"
+           + (f" (read from {summary['dataset']['format']})" if summary["dataset"].get("format", "save_to_disk")
+              != "save_to_disk" else "")] if summary["dataset"].get("layout") else []),
         f"contract  {summary['contract']['name']} ({summary['contract']['source']})",
         f"tokenizer {summary['tokenizer']['name'] or 'none'}"
         + (f" ({summary['contract']['tokenizer_how']})" if summary["contract"].get("tokenizer_how") else ""),
@@ -207,6 +210,9 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"seq_len p05/p50/p95/p99 {_fmt(q['p05'])}/{_fmt(q['p50'])}/{_fmt(q['p95'])}/{_fmt(q['p99'])} "
                      f"(bin lower edges, <= 4.4% wide)"
                      + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
+    how = summary["contract"].get("mask_how") or ""
+    if how.startswith("convention = auto"):  # inferred from the rows: the policy, key by key, and what it rejects
+        lines += [f"{'mask' if i == 0 else '':<9} {part}" for i, part in enumerate(how.split("; "))]
     if summary["contract"].get("max_len_source") == "observed":
         lines.append(f"max_len not pinned: the longest row ({_fmt(summary['contract']['max_len'])} tokens) "
                      "is taken as the truncation cap; "
