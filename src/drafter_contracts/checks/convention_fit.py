@@ -16,11 +16,9 @@ from typing import Any
 
 from ..config import Contract, MaskPolicy
 from ..conventions import AUTO_ORDER, DESCRIPTION, Decision, resolve
-from ..dataset import Shard, ShardArrays
 from ..errors import UsageProblem
 from ..conventions import keys_text
-from .convention_learn import describe, learn
-from .spans import check_mask_covers_assistant_spans, check_mask_on_assistant_spans
+from .convention_learn import describe, learn, rejected_rows
 
 
 def decide(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str] = frozenset(),
@@ -36,15 +34,8 @@ def decide(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str]
 
 
 def _violations(view: Any, labels: Any, facts: Any, contract: Contract, policy: MaskPolicy) -> int:
-    """Rows of the sample the policy's two mask rules reject (each rule's count, summed)."""
-    c = dataclasses.replace(contract, mask=policy)
-    arrays = ShardArrays(Shard(0, 0, len(view.rows)), None, None, None, None)
-    total = 0
-    for fn in (check_mask_on_assistant_spans, check_mask_covers_assistant_spans):
-        r = fn(view, arrays, labels, c, facts)
-        if not r.skipped:
-            total += r.rows_violating
-    return total
+    """Rows of the sample the policy's two mask rules reject (a row either rule rejects, counted once)."""
+    return len(rejected_rows(view, labels, facts, contract, policy))
 
 
 def candidates(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str]) -> dict[str, Decision]:

@@ -184,6 +184,17 @@ def _contract_detail(c: dict[str, Any]) -> str:
     return f"{c['rows_checked']:,} rows" if c["rows_checked"] else ""
 
 
+def _clauses(text: str) -> list[str]:
+    """``text`` split at its top-level "; " (a row's reasons in parentheses stay on the row's line)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and text.startswith("; ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    return parts + [text[start:]]
+
+
 def terminal_lines(summary: dict[str, Any]) -> list[str]:
     """The terminal summary: global figures, then one line per contract."""
     f = summary["figures"]
@@ -212,7 +223,7 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
                      + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
     how = summary["contract"].get("mask_how") or ""
     if how.startswith("convention = auto"):  # inferred from the rows: the policy, key by key, and what it rejects
-        lines += [f"{'mask' if i == 0 else '':<9} {part}" for i, part in enumerate(how.split("; "))]
+        lines += [f"{'mask' if i == 0 else '':<9} {part}" for i, part in enumerate(_clauses(how))]
     if summary["contract"].get("max_len_source") == "observed":
         lines.append(f"max_len not pinned: the longest row ({_fmt(summary['contract']['max_len'])} tokens) "
                      "is taken as the truncation cap; "
