@@ -67,6 +67,7 @@ def _env() -> dict[str, str]:
             if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith(("PYTEST_", "PYTHONHOME"))}
 
 
+@pytest.mark.slow  # arctic-training's venv renders the 46 conversations again: ~35 s cold
 def test_masker_rows_are_arctic_trainings_own(tmp_path: Path) -> None:
     """On the corpus, the masker's rows are the ones arctic-training's data factory wrote (the same ids, and
     loss exactly where its labels are not -100), the tools passed to the masker left out as arctic leaves them."""
