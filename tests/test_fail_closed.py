@@ -106,3 +106,13 @@ def test_the_gate_requires_every_contract_that_reads_tokens() -> None:
     off = load_contract(resolve_contract_path("speculators-regex"), {"mask": {"completeness": "off"}})
     assert "mask_covers_assistant_spans" not in gate.required(off)  # the contract turned it off itself
     assert "turned off by the contract" in gate.turned_off(off)["mask_covers_assistant_spans"]
+
+
+def test_init_finds_the_tokenizer_beside_the_dataset(clean_dataset: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
+    from drafter_contracts.init_contract import run_init
+
+    data = tmp_path / "q36" / "tokenized"
+    shutil.copytree(clean_dataset, data)
+    shutil.copytree(tokenizer_dir, tmp_path / "q36" / "tokenizer")
+    _, path = run_init(str(data), str(tmp_path / "c.toml"), None, force=True)
+    assert f'path = "{tmp_path / "q36" / "tokenizer"}"' in path.read_text()

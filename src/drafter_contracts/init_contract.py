@@ -394,6 +394,11 @@ def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool =
                            "the dataset is read-only, write the contract elsewhere")
     if target.exists() and not force:
         raise UsageProblem(f"init -o {out}: already exists; pass --force to replace it or choose another name")
+    if not tokenizer:  # the one saved beside the dataset, as a check would find it (tokenizer_source.py)
+        from .tokenizer_source import discover_tokenizer
+
+        found = discover_tokenizer(data if data.is_dir() else data.parent)
+        tokenizer = str(found) if found is not None else None
     if tokenizer:
         resolve_tokenizer(tokenizer)
         path = Path(tokenizer).expanduser()
