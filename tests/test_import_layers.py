@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("engine",)),
     ("report", ("report", "explain")),
     # the two pytest suites the plugin runs: contracts/ (the dataset's) and properties/ (a masker's)
-    ("entry", ("controller", "plugin", "suite", "options", "__main__", "init_contract", "demo", "contracts",
+    ("entry", ("controller", "plugin", "suite", "options", "option_help", "workers", "__main__", "init_contract", "demo", "contracts",
                "properties", "__init__")),
 )
 

@@ -30,7 +30,7 @@ from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.artifacts import write_reports
 from .report.merge import split_section
 from .report.reducer import Reducer
-from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, terminal_lines
+from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, count_line, terminal_lines
 from .results import CheckResult
 from .wire import decode_report, unpack
 
@@ -61,14 +61,18 @@ class ContractRun:
         self.nothing_checked = False
         self.decided = False  # the whole-dataset verdicts were reported
         self.report_error: str | None = None
+        self.verdicts_reported = 0  # whole-dataset verdicts sent as tests of their own (report_global)
+        self.collected = 0  # tests pytest collected (with xdist: one worker's list; every worker collects all)
         # which shard and contract tests ran, which reported, why not (completeness.py)
         self.coverage = Coverage(engine.shards, engine.dataset_checks)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = len(session.items)
         self.coverage.expect(item.nodeid for item in session.items)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.collected = len(ids)
         self.coverage.expect(ids)
 
     @pytest.hookimpl(tryfirst=True)
@@ -115,6 +119,7 @@ class ContractRun:
         else:
             outcome, longrepr = "failed", "\n".join([f"{result.check}: {result.message}", *details])
         hook = session.config.hook
+        self.verdicts_reported += 1
         session.testscollected += 1  # one more test reported than collected: the progress stays within 100%
         hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, "passed", None, "setup"))
         hook.pytest_runtest_logreport(report=pytest.TestReport(nodeid, location, {name: 1}, outcome, longrepr, "call",
@@ -239,6 +244,7 @@ class ContractRun:
                                      tuple(registry.specs()), engine.contract.baseline.top_k,
                                      counts, unchecked, engine.shard_checks, self.coverage.unreported())
         self.summary.update(split_section(engine))
+        self.summary["counts"] = self._counts()
         self._hold_required(session)
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()
@@ -261,6 +267,23 @@ class ContractRun:
                 self.artifacts.append(f"{self.save_baseline} (baseline saved{note})")
             else:
                 self.artifacts.append(f"{self.save_baseline} NOT saved: stats cover only part of the shards")
+
+    def _counts(self) -> dict[str, int]:
+        """How the run's three counts relate: pytest's collected tests, pytest's results, the contracts.
+
+        A shard's test runs every per-row contract on its rows, a dataset-level contract has a test of its
+        own, and a whole-dataset verdict is decided here after the shards and reported as one more test
+        (``report_global``), or kept in the summary alone when it had nothing to check.
+        """
+        by_scope = {scope: 0 for scope in registry.Scope}
+        for name in self.summary["checks"]:
+            declared = registry.spec(name)
+            by_scope[declared.scope if declared is not None else registry.Scope.DATASET] += 1
+        return {"contracts": len(self.summary["checks"]), "per_row": by_scope[registry.Scope.ROW],
+                "dataset_level": by_scope[registry.Scope.DATASET], "whole_dataset": by_scope[registry.Scope.WHOLE],
+                "shard_tests": len(self.engine.shards), "tests_collected": self.collected,
+                "verdicts_reported": self.verdicts_reported,
+                "pytest_results": self.collected + self.verdicts_reported}
 
     def _hold_required(self, session: pytest.Session) -> None:
         """A required contract that was not checked (``checks/gate.py``) keeps the run from being green.
@@ -316,6 +339,8 @@ class ContractRun:
             terminalreporter.line(line)
         for line in warn_excerpts(self.summary):
             terminalreporter.line(line)
+        if self.summary.get("counts"):
+            terminalreporter.line(count_line(self.summary["counts"]))
         for path in self.artifacts:
             terminalreporter.line(f"report: {path}")
         split = self.summary.get("split", {})

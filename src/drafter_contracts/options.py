@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 
+from . import option_help
 from .contract_families import families
+from .option_help import listed, listed_append
 from .option_values import parse_int
 
 PLUGIN = "drafter_contracts.plugin"
@@ -56,14 +58,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("drafter-contracts", "data contracts for tokenized drafter datasets")
     g.addoption("--dataset-path", metavar="DIR",
                 help="folder written by datasets.save_to_disk; runs the contract suite on it")
-    g.addoption("--contract", metavar="FILE.toml",
-                help="contract file (write one with 'drafter-contracts init') or built-in name (default: generic)")
+    g.addoption("--contract", metavar="FILE.toml", action=listed(option_help.builtin_contracts),
+                help="contract file (write one with 'drafter-contracts init') or built-in name (default: generic).")
     g.addoption("--tokenizer", metavar="DIR_OR_NAME",
                 help="tokenizer folder (holding tokenizer.json), a model name in the local cache, or builtin:qwen3.6")
-    g.addoption("--skip-contract", metavar="NAME[,NAME]", action="append",
-                help="turn contracts off by name, repeatable (or a group: tokenizer, mask); they are reported as "
+    g.addoption("--skip-contract", metavar="NAME[,NAME]", action=listed_append(option_help.contract_names),
+                help="turn contracts off by name, repeatable (or a group); they are reported as "
                      "not checked, in words on the verdict line. Without it, a contract the gate requires that "
-                     "cannot run (no tokenizer) stops the run (exit 4)")
+                     "cannot run (no tokenizer) stops the run (exit 4).")
     g.addoption("--expected-count", metavar="N", help="expected number of rows")
     g.addoption("--count-tolerance", metavar="N|P%",
                 help="allowed distance from --expected-count: rows or a percentage")
@@ -85,9 +87,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                                                    "thresholds from the contract's [baseline] table")
     g.addoption("--token-freq", metavar="FILE",
                 help="token_freq.pt to check (default: the one beside the dataset, if any)")
-    g.addoption("--template-profile", metavar="NAME|auto",
-                help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in "
-                     "(chatml, phi4, llama3, gemma, mistral, deepseek)")
+    g.addoption("--template-profile", metavar="NAME|auto", action=listed(option_help.template_profiles),
+                help="chat template family of the tokenizer: auto (derive from its chat_template) or a built-in.")
     g.addoption("--dataset-split", metavar="NAME", help="split to check when the dataset is a saved DatasetDict")
     g.addoption("--split", metavar="K/N", help="check only the K-th of N disjoint shard groups (one machine of N); "
                 "join the N summary.json files with 'drafter-contracts merge-reports'")
@@ -115,7 +116,13 @@ def pytest_configure(config: pytest.Config) -> None:
         if problem:
             raise pytest.UsageError(problem)
     if active(config):
-        run_options(config)  # first: a usage error must not wait for hypothesis's import (1-4 s)
+        opts = run_options(config)  # first: a usage error must not wait for hypothesis's import (1-4 s)
+        if opts.dataset is not None and not hasattr(config, "workerinput"):
+            from .workers import NOTE_KEY, cap_explicit
+
+            note = cap_explicit(config, planned_shards(opts))  # before xdist starts its workers (trylast)
+            if note:
+                config.stash[NOTE_KEY] = note
     if config.getoption("masker", None) or config.getoption("hypothesis_profile", None):
         # Before hypothesis's own pytest_configure loads --hypothesis-profile (this hook is tryfirst).
         from .hypothesis_settings import register_profiles
@@ -128,19 +135,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` on a dataset: no more workers than shards (none for one shard: it runs in-process).
-
-    Every worker imports numpy, pyarrow and the tokenizer tables before its first test; a
-    worker with no shard to check only adds that cost.
-    """
+    """``-n auto`` on a dataset: no more workers than shards (none for one shard: it runs in-process)."""
     if not config.getoption("dataset_path", None) or hasattr(config, "workerinput"):
         return None
-    opts = run_options(config)
-    shards = planned_shards(opts)
-    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
-    cpus = (int(env) if env.isdigit() else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else (os.cpu_count() or 1))
-    return 0 if shards <= 1 else min(cpus, shards)
+    from .workers import auto_workers
+
+    return auto_workers(planned_shards(run_options(config)))
 
 
 def planned_shards(opts: RunOptions) -> int:

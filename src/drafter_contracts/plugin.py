@@ -127,11 +127,15 @@ def covers_suite(arg: str, cwd: Path) -> bool:
     return path == suite or suite in path.parents or path in suite.parents
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
-    """One line when the numpy references stand in for the compiled kernels (kernels.fallback_warning)."""
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """One line when the numpy references stand in for the compiled kernels (kernels.fallback_warning), and one
+    when an explicit ``-n N`` was capped at the shard count (``workers.cap_explicit``)."""
+    from .workers import NOTE_KEY
+
     if _engine(config) is None or hasattr(config, "workerinput"):
         return None
-    return kernels.fallback_warning()
+    lines = [kernels.fallback_warning(), config.stash.get(NOTE_KEY, None)]
+    return [line for line in lines if line] or None
 
 
 def _configure_properties(config: pytest.Config) -> None:
@@ -183,7 +187,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         declared = registry.spec(getattr(item, "originalname", item.name).removeprefix("test_"))
         return suite not in item.path.resolve().parents or declared is None or engine.runs(declared.name)
 
-    items[:] = [item for item in items if runs(item)]
+    left_out = [item for item in items if not runs(item)]
+    if left_out:  # said as deselected, so pytest's "collected N items" line adds up with what ran
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if runs(item)]
     # Dataset-level tests first (drift loads the tokenizer: start it early), then shards in order.
     def key(item: pytest.Item) -> int:
         spec = getattr(item, "callspec", None)

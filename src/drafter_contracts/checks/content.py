@@ -210,22 +210,25 @@ def assistant_turns_reference(runs: RoleRuns) -> tuple[np.ndarray, np.ndarray, n
 
 
 def _placeholder_turns(view: RowView, labels: Labels, tables: ReplyTables, a_starts: np.ndarray,
-                       t_end: np.ndarray, cand: np.ndarray, reply_len: np.ndarray) -> np.ndarray:
-    """Which turns' content ids are exactly a placeholder's, of the ``cand`` turns of a placeholder's length.
+                       t_end: np.ndarray, cand: np.ndarray, reply_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which turns' content ids are exactly a placeholder's, of the ``cand`` turns of a placeholder's length,
+    and each turn's flat position to point at: the placeholder's first token (else the turn's start).
 
     Only the candidates' tokens are gathered (their whole reply was read to its length already); the
     comparison runs per placeholder string, a handful of them, never per row.
     """
     nt = len(a_starts)
     placeholder = np.zeros(nt, dtype=bool)
+    reply_at = a_starts.copy()
     if not len(cand):
-        return placeholder
+        return placeholder, reply_at
     span = t_end[cand] - a_starts[cand]
     pos = np.arange(int(span.sum()), dtype=np.int64)
     pos += np.repeat(a_starts[cand] - np.concatenate(([0], np.cumsum(span)[:-1])), span)
     tok_turn = np.repeat(cand, span)
     is_content = _text_at(view, labels, tables, pos) & (labels.role[pos] == Role.ASSISTANT)
-    c_ids, c_turn_of = view.ids[pos[is_content]], tok_turn[is_content]
+    c_pos = pos[is_content]
+    c_ids, c_turn_of = view.ids[c_pos], tok_turn[is_content]
     c_len = np.zeros(nt, dtype=np.int64)
     np.add.at(c_len, c_turn_of, 1)
     for _, p in tables.placeholders:
@@ -233,22 +236,29 @@ def _placeholder_turns(view: RowView, labels: Labels, tables: ReplyTables, a_sta
         if len(hit) and len(p):
             at = np.searchsorted(c_turn_of, hit, side="left")
             window = c_ids[at[:, None] + np.arange(len(p))]
-            placeholder[hit[(window == p).all(axis=1)]] = True
-    return placeholder
+            same = (window == p).all(axis=1)
+            placeholder[hit[same]] = True
+            reply_at[hit[same]] = c_pos[at[same]]
+    return placeholder, reply_at
 
 
-def _first_flagged_turns(view: RowView, a_starts: np.ndarray, by_code: dict[int, tuple[np.ndarray, str]]
+def _first_flagged_turns(view: RowView, a_starts: np.ndarray,
+                         by_code: dict[int, tuple[np.ndarray, str, np.ndarray]]
                          ) -> dict[int, tuple[np.ndarray, np.ndarray, str]]:
-    """Per reason code: the rows holding a flagged turn and the row position of each row's first one."""
+    """Per reason code: the rows holding a flagged turn and the row position of each row's first one.
+
+    ``by_code[code]``: (flag per turn, reason, the flat position per turn an excerpt points at: the
+    token the finding is about, e.g. a placeholder's first token, not the turn's header or think block).
+    """
     n = len(view.rows)
     flags: dict[int, tuple[np.ndarray, np.ndarray, str]] = {}
-    for code, (hit_turns, text_) in by_code.items():
+    for code, (hit_turns, text_, at_turn) in by_code.items():
         rows_hit = np.zeros(n, dtype=bool)
         pos = np.full(n, -1, dtype=np.int64)
         t = np.flatnonzero(hit_turns)[::-1]  # reversed: the first flagged turn of a row is written last
         row_of_turn = np.searchsorted(view.offsets, a_starts[t], side="right") - 1  # flagged turns only
         rows_hit[row_of_turn] = True
-        pos[row_of_turn] = a_starts[t] - view.offsets[row_of_turn]
+        pos[row_of_turn] = at_turn[t] - view.offsets[row_of_turn]
         flags[code] = (rows_hit, pos, text_)
     return flags
 
@@ -281,13 +291,13 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     reply = _reply_lengths(view, labels, tables, a_starts[c_turn], t_end[c_turn], cap)
     reply_len = np.full(nt, cap + 1, dtype=np.int64)
     reply_len[c_turn] = reply
-    placeholder = _placeholder_turns(view, labels, tables, a_starts, t_end,
-                                     c_turn[np.isin(reply, sizes)] if sizes else c_turn[:0], reply_len)
+    placeholder, reply_at = _placeholder_turns(view, labels, tables, a_starts, t_end,
+                                               c_turn[np.isin(reply, sizes)] if sizes else c_turn[:0], reply_len)
     short = closed & ~placeholder & (reply_len < contract.content.min_reply_tokens)
     names = " / ".join(repr(t) for t, _ in tables.placeholders)
     flags = _first_flagged_turns(view, a_starts, {
-        1: (placeholder, f"placeholder assistant reply ({names})"),
-        2: (short, f"assistant reply shorter than {contract.content.min_reply_tokens} tokens")})
+        1: (placeholder, f"placeholder assistant reply ({names})", reply_at),
+        2: (short, f"assistant reply shorter than {contract.content.min_reply_tokens} tokens", a_starts)})
     return _result("placeholder_replies", a, view, flags, contract)
 
 

@@ -40,7 +40,8 @@ def check_schema(column_types: dict[str, str], contract: Contract, layout: Layou
     if extra and not contract.allow_extra_columns:
         problems.append(f"extra column{'s' if len(extra) > 1 else ''} {', '.join(extra)} "
                         "(set allow_extra_columns to accept)")
-    return CheckResult("schema", "dataset", message="; ".join(problems))
+    examined = set(contract.columns) | set(column_types)  # counted as the reports' "columns" (Spec.unit)
+    return CheckResult("schema", "dataset", rows_checked=len(examined), message="; ".join(problems))
 
 
 def _stands_in(col: str, parts: dict[str, str]) -> bool:
@@ -87,7 +88,7 @@ def check_not_empty(num_rows: int) -> CheckResult:
 
 
 register(Spec("schema", Scope.DATASET, "exactly the declared columns with an accepted Arrow type", needs=frozenset(),
-              run=lambda e: check_schema(e.dataset.column_types(), e.contract, e.dataset.layout)))
+              unit="columns", run=lambda e: check_schema(e.dataset.column_types(), e.contract, e.dataset.layout)))
 register(Spec("row_count", Scope.DATASET, "the row count is within the tolerance of the pinned count",
               needs=frozenset(), run=lambda e: check_row_count(e.dataset.num_rows, e.contract)))
 register(Spec("not_empty", Scope.DATASET, "at least one row", needs=frozenset(),

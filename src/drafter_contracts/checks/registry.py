@@ -130,6 +130,9 @@ class Spec:
     #: ``missing(engine) -> reason``: an input of its own that this run lacks (a file beside the dataset);
     #: like a family's input or the tokenizer, a required contract lacking it stops the run (``checks/gate.py``).
     missing: Callable[["ContractEngine"], str | None] | None = None
+    #: What its ``rows_checked`` counts, as the reports print it: rows for most contracts; the columns
+    #: ``schema`` examined; the draft ids of a vocabulary mapping.
+    unit: str = "rows"
 
 
 #: The core's modules that declare contracts, in report order (the order of summary.json and the

@@ -404,7 +404,7 @@ def _reduce_coverage(run) -> Verdict | CheckResult:
 
 
 register(Spec(CONSISTENT, Scope.DATASET, "d2t/t2d are one well-formed draft vocabulary of the tokenizer's ids",
-              needs=frozenset(), run=check_consistent))
+              needs=frozenset(), unit="draft ids", run=check_consistent))
 register(Spec(MATCHES, Scope.WHOLE, "the draft vocabulary is the one this dataset's supervised counts produce",
               needs=frozenset({IDS, MASK}), reduce=_reduce_matches))
 register(Spec(COVERAGE, Scope.WHOLE,

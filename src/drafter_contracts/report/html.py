@@ -334,7 +334,8 @@ def _verdict_rows(summary: dict[str, Any]) -> str:
     for name, c in summary["checks"].items():
         rows.append(f'<tr data-verdict="{_e(c["verdict"])}"><td>{_badge(c["verdict"])}</td>'
                     f'<td><code>{_e(name)}</code></td>'
-                    f'<td class="num">{c["tests"]:,}</td><td class="num">{c["rows_checked"]:,}</td>'
+                    f'<td class="num">{c["tests"]:,}</td>'
+                    f'<td class="num">{c["rows_checked"]:,} {_e(c.get("unit", "rows"))}</td>'
                     f'<td class="num">{c["rows_violating"]:,}</td><td class="num" title="{seconds.get(name, 0):.6f} s">'
                     f'{duration(seconds.get(name))}</td>'
                     f'<td>{_check_detail(c)}</td></tr>')
@@ -408,7 +409,7 @@ def render(summary: dict[str, Any]) -> str:
 <h2>Verdicts</h2>
 <p><label><input type="checkbox" id="only-failing"> show failing contracts only</label> \
 · {len(failed)} of {len(checks)} contracts fail</p>
-<table id="verdicts"><thead><tr><th>verdict</th><th>contract</th><th>tests</th><th>rows checked</th>\
+<table id="verdicts"><thead><tr><th>verdict</th><th>contract</th><th>tests</th><th>checked</th>\
 <th>rows violating</th>
 <th>time</th><th>detail</th></tr></thead><tbody>{_verdict_rows(summary)}</tbody></table>
 {details}

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 
+from ..checks.registry import spec
 from ..contract_families import families
 from ..paths import atomic_write_text
 from ..results import ordered_reasons
@@ -38,6 +39,7 @@ def _check_entry(name: str, c: dict[str, Any]) -> dict[str, Any]:
     examples = sorted(c["examples"], key=lambda e: e["row"])[:MAX_SUMMARY_EXAMPLES]
     return {
         "verdict": verdict,
+        "unit": _unit(name),  # what rows_checked counts
         **{k: c[k] for k in ("tests", "passed", "failed", "skipped", "rows_checked", "rows_violating")},
         "by_reason": dict(ordered_reasons(c["by_reason"], c.get("severity"))),
         **({"severity": dict(c["severity"])} if c.get("severity") else {}),  # rank per reason, 0 most severe
@@ -49,6 +51,11 @@ def _check_entry(name: str, c: dict[str, Any]) -> dict[str, Any]:
         "global": bool(c.get("global")),  # decided at the controller over every shard it saw
         **({"figures": c["figures"]} if c.get("figures") else {}),  # what the reports draw (registry.Verdict)
     }
+
+
+def _unit(name: str) -> str:
+    declared = spec(name)
+    return declared.unit if declared is not None else "rows"
 
 
 def build_summary(meta: dict[str, Any], reducer: Reducer, num_shards: int, exit_status: int,
@@ -181,7 +188,7 @@ def _contract_detail(c: dict[str, Any]) -> str:
         reasons = "; ".join(f"{n:,} × {r}" for r, n in ordered_reasons(c["by_reason"], c.get("severity")))
         rows = ", ".join(str(e["row"]) for e in c["examples"][:5])
         return f"{c['rows_violating']:,} of {c['rows_checked']:,} rows ({share:.2%}): {reasons}; e.g. rows {rows}"
-    return f"{c['rows_checked']:,} rows" if c["rows_checked"] else ""
+    return f"{c['rows_checked']:,} {c.get('unit', 'rows')}" if c["rows_checked"] else ""
 
 
 def _clauses(text: str) -> list[str]:
@@ -246,3 +253,13 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         if family.terminal_lines is not None:
             lines += family.terminal_lines(summary)
     return lines
+
+
+def count_line(n: dict[str, int]) -> str:
+    """One line that reconciles the run's counts: the contracts on the verdict line, the tests pytest collected
+    and the results pytest reports (``ContractRun._counts``); docs/reports.md says the same in prose."""
+    return (f"counts    {n['contracts']} contracts = {n['per_row']} per-row (each run in every shard's test; "
+            f"{n['shard_tests']} shard test{'' if n['shard_tests'] == 1 else 's'}) + {n['dataset_level']} "
+            f"dataset-level (a test each) + {n['whole_dataset']} whole-dataset (decided after the shards); "
+            f"pytest: {n['tests_collected']} tests selected + {n['verdicts_reported']} whole-dataset verdicts "
+            f"reported as tests = {n['pytest_results']} results")
