@@ -251,11 +251,12 @@ class Engine:
 
     def _resolve_convention(self) -> None:
         """Apply the contract's mask convention (learnt from the template, or inferred from the first rows)."""
-        from .checks.convention_fit import decide
+        from .checks.convention_fit import chosen, decide
 
         decision = decide(self.contract, self.oracle, self.vocab, frozenset(self.contract.mask_keys),
                           self._sample if self.oracle is not None else None)
-        self.contract = replace(self.contract, mask=decision.policy, mask_how=decision.how)
+        self.contract = replace(self.contract, mask=decision.policy, mask_how=decision.how,
+                                convention_choice={**self.contract.convention_choice, **chosen(decision.details)})
 
     def _sample(self, rows: int = 2000):
         """The first rows' view, labels and mask facts (what ``convention = auto`` infers from)."""

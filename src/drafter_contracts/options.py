@@ -258,6 +258,8 @@ def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
 
 def load_contract_options(config: pytest.Config, opts: RunOptions, masker: bool) -> None:
     """The contract with the command line applied, and the tokenizer it names, resolved on disk."""
+    from dataclasses import replace
+
     from .config import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
     from .tokenizer_source import BUILTIN_PREFIX, BUILTIN_TOKENIZERS, resolve_tokenizer
 
@@ -270,6 +272,9 @@ def load_contract_options(config: pytest.Config, opts: RunOptions, masker: bool)
         name = f"{BUILTIN_PREFIX}{BUILTIN_TOKENIZERS[0]}"
     if name is None and opts.dataset is not None:
         name = found_tokenizer(opts)
+    elif opts.contract.tokenizer is not None:  # the reports' first line says where the tokenizer came from
+        how = "given with --tokenizer" if from_cli else "named in the contract"
+        opts.contract = replace(opts.contract, tokenizer_how=how)
     if name is not None:
         resolve_tokenizer(name)
     opts.tokenizer = name

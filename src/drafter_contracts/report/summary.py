@@ -14,6 +14,7 @@ from typing import Any
 from ..contract_families import families
 from ..paths import atomic_write_text
 from ..results import ordered_reasons
+from .headline import clauses, headline
 from .reducer import MAX_SUMMARY_EXAMPLES, Reducer
 
 #: 3: the reducer's state (``reducer``) replaces the replayable test records (``raw``); merge-reports
@@ -184,29 +185,18 @@ def _contract_detail(c: dict[str, Any]) -> str:
     return f"{c['rows_checked']:,} rows" if c["rows_checked"] else ""
 
 
-def _clauses(text: str) -> list[str]:
-    """``text`` split at its top-level "; " (a row's reasons in parentheses stay on the row's line)."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += (ch == "(") - (ch == ")")
-        if depth == 0 and text.startswith("; ", i):
-            parts.append(text[start:i])
-            start = i + 2
-    return parts + [text[start:]]
-
-
 def terminal_lines(summary: dict[str, Any]) -> list[str]:
-    """The terminal summary: global figures, then one line per contract."""
+    """The terminal summary: the convention, template profile and tokenizer the verdicts hold to, the global
+    figures, then one line per contract."""
     f = summary["figures"]
     lines = [
+        headline(summary),
         f"dataset   {summary['dataset']['path']}"
         + (f" (split {summary['dataset']['split']})" if summary['dataset']['split'] else ""),
         *([f"layout    {summary['dataset']['layout']}"
            + (f" (read from {summary['dataset']['format']})" if summary["dataset"].get("format", "save_to_disk")
               != "save_to_disk" else "")] if summary["dataset"].get("layout") else []),
         f"contract  {summary['contract']['name']} ({summary['contract']['source']})",
-        f"tokenizer {summary['tokenizer']['name'] or 'none'}"
-        + (f" ({summary['contract']['tokenizer_how']})" if summary["contract"].get("tokenizer_how") else ""),
         f"rows {_fmt(summary['dataset']['num_rows'])} · tokens {_fmt(f['tokens'])} · "
         f"seq_len min/mean/max {_fmt(f['seq_len_min'])}/{_fmt(f['seq_len_mean'], ',.1f')}/{_fmt(f['seq_len_max'])} · "
         f"at max_len {_fmt(f['rows_at_max_len'])}",
@@ -221,9 +211,8 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"seq_len p05/p50/p95/p99 {_fmt(q['p05'])}/{_fmt(q['p50'])}/{_fmt(q['p95'])}/{_fmt(q['p99'])} "
                      f"(bin lower edges, <= 4.4% wide)"
                      + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
-    how = summary["contract"].get("mask_how") or ""
-    if how.startswith("convention = auto"):  # inferred from the rows: the policy, key by key, and what it rejects
-        lines += [f"{'mask' if i == 0 else '':<9} {part}" for i, part in enumerate(_clauses(how))]
+    how = summary["contract"].get("mask_how") or ""  # the policy in force; inferred: key by key, what it rejects
+    lines += [f"{'mask' if i == 0 else '':<9} {part}" for i, part in enumerate(clauses(how) if how else [])]
     if summary["contract"].get("max_len_source") == "observed":
         lines.append(f"max_len not pinned: the longest row ({_fmt(summary['contract']['max_len'])} tokens) "
                      "is taken as the truncation cap; "
