@@ -25,7 +25,8 @@ from .engine import Engine
 from .contract_families import families
 from .spans.excerpt import LEGEND, Segment, Window, render_segments
 from .report import baseline as baseline_mod
-from .report.excerpts import MAX_DECODED, decoded_example
+from .decoded_rows import DEFAULT_EXAMPLES, beyond_kept
+from .report.excerpts import decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.artifacts import write_reports
 from .report.merge import split_section
@@ -183,20 +184,22 @@ class ContractRun:
                 own["global"], own["seconds"] = True, own["seconds"] + carried.get("seconds", 0.0)
 
     def _decode_examples(self, summary: dict[str, Any]) -> None:
-        """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts.
+        """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts,
+        as many as ``--examples`` asks for.
 
         A shard's rows come decoded with its results (``suite._explained``); only the rows of
         dataset-level and whole-dataset verdicts (the drift sample, duplicate pairs) are read here.
         """
+        wanted = self.engine.examples
         for name, c in summary["checks"].items():
             declared = registry.spec(name)
             shown = c["verdict"] in ("fail", "warn") and (declared is None or declared.decodable)
             for i, ex in enumerate(c["examples"]):
-                if not shown or i >= MAX_DECODED:
+                if not shown or i >= wanted:
                     ex.pop("excerpt", None)
             if not shown:
                 continue
-            for ex in c["examples"][:MAX_DECODED]:
+            for ex in c["examples"][:wanted]:
                 if "excerpt" in ex:
                     continue
                 try:
@@ -314,8 +317,11 @@ class ContractRun:
         terminalreporter.section("drafter-contracts")
         for line in terminal_lines(self.summary):
             terminalreporter.line(line)
-        for line in warn_excerpts(self.summary):
+        for line in warn_excerpts(self.summary, self.engine.examples):
             terminalreporter.line(line)
+        note = beyond_kept(self.engine.examples)
+        if note:
+            terminalreporter.line(note)
         for path in self.artifacts:
             terminalreporter.line(f"report: {path}")
         split = self.summary.get("split", {})
@@ -349,11 +355,11 @@ def worst_reason(checks: dict[str, Any]) -> str:
     return f"; worst: {-n:,} row{'' if n == -1 else 's'} with {reason} ({name})"
 
 
-def warn_excerpts(summary: dict[str, Any], limit: int = 1) -> list[str]:
-    """Terminal lines: the first example row of each warning, as its decoded excerpt in summary.json
-    (roles and supervised tokens marked).
+def warn_excerpts(summary: dict[str, Any], limit: int = DEFAULT_EXAMPLES) -> list[str]:
+    """Terminal lines: the first ``limit`` example rows of each warning (``--examples N``), as their decoded
+    excerpts in summary.json (roles and supervised tokens marked).
 
-    Warnings do not fail a test, so nothing else shows the rows; one excerpt each keeps the log short.
+    Warnings do not fail a test, so nothing else in the terminal shows their rows.
     """
     lines: list[str] = []
     for name, c in summary["checks"].items():

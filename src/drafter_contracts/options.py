@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from .contract_families import families
+from .decoded_rows import DEFAULT_EXAMPLES
 from .option_values import parse_int
 
 PLUGIN = "drafter_contracts.plugin"
@@ -47,6 +48,7 @@ class RunOptions:
     tokenizer: str | None = None  # the name load_vocabulary receives (a relative contract path made absolute)
     checked: bool = False
     families: dict[str, Any] = field(default_factory=dict)  # family name -> its parse_options (contract_families.py)
+    examples: int = DEFAULT_EXAMPLES  # --examples N: violating rows decoded per contract (decoded_rows.py)
 
 
 RUN_KEY = pytest.StashKey[RunOptions]()
@@ -76,6 +78,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--max-shard-tokens", metavar="N", help="tokens per shard at most (bounds a worker's memory)")
     g.addoption("--report-dir", metavar="DIR", default="reports",
                 help="where summary.json, report.html and junit.xml go (default: reports/)")
+    g.addoption("--examples", metavar="N",
+                help=f"violating rows decoded per contract in the terminal and report.html "
+                     f"(default: {DEFAULT_EXAMPLES}; 0: none, the rows still listed by index)")
     g.addoption("--mask-policy", metavar="KEY=VALUE", action="append",
                 help="override one [mask] policy key of the contract, repeatable "
                      "(e.g. --mask-policy completeness=all --mask-policy end_of_turn=true)")
@@ -195,6 +200,8 @@ def parse_values(config: pytest.Config, opts: RunOptions) -> None:
     skipped = [n.strip() for raw in opt("skip_contract") or () for n in raw.split(",") if n.strip()]
     over["skip"] = tuple(skipped) if skipped else None
     opts.overrides = over
+    examples = parse_int(opt("examples"), "--examples", 0, example=10)
+    opts.examples = DEFAULT_EXAMPLES if examples is None else examples
     if opt("split") is not None:
         m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", opt("split"))
         if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):

@@ -1,0 +1,84 @@
+"""What the terminal and report.html show of a run: ``--examples N`` decoded rows per contract.
+
+One shard of the fixture dataset held to the end token (``--mask-policy end_of_turn=true``): every row
+with an assistant turn breaks ``mask_covers_assistant_spans``, and the content contracts warn.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from drafter_contracts.results import MAX_EXAMPLES
+from helpers import run_inprocess, run_pytest, section_lines
+
+FAILING = "mask_covers_assistant_spans"
+
+
+@pytest.fixture(scope="module")
+def args(clean_dataset: Path, tokenizer_dir: Path) -> tuple[str, ...]:
+    return (f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
+            "--expected-count=2000", "--shard-size=2000", "--mask-policy=end_of_turn=true", "-n", "0")
+
+
+def decoded_in_failure(lines: list[str], name: str) -> int:
+    """Rows the failing test's text decodes for contract ``name`` (``explain.format_failure``)."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}: ") and " rows violate" in line)
+    block = []
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        block.append(line)
+    return sum(bool(re.match(r"  row \d+ \(", line)) for line in block)
+
+
+def rows_on_page(page: str, name: str) -> int:
+    """Decoded rows report.html draws under contract ``name``."""
+    start = page.index(f'<h3 id="rows-{name}">')
+    end = page.find("<h3", start + 1)
+    return page[start:end if end > 0 else len(page)].count('<div class="row">')
+
+
+def excerpts(summary: dict, name: str) -> int:
+    return sum("excerpt" in e for e in summary["checks"][name]["examples"])
+
+
+def warn_rows(lines: list[str], name: str) -> int:
+    return sum(line.startswith(f"  WARN {name}: row ") for line in lines)
+
+
+def test_examples_decodes_that_many_rows_in_every_report(tmp_path, args):
+    """With workers (-n 2): the rows are decoded where the shard is, so N must reach them."""
+    proc, summary = run_pytest(tmp_path, *args, "--examples=5", "-n", "2")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    lines = proc.stdout.splitlines()
+    assert decoded_in_failure(lines, FAILING) == 5
+    assert excerpts(summary, FAILING) == 5
+    page = (tmp_path / "reports" / "report.html").read_text()
+    assert rows_on_page(page, FAILING) == 5
+    warned = [n for n, c in summary["checks"].items() if c["verdict"] == "warn"]
+    assert warned and all(warn_rows(lines, n) == min(5, len(summary["checks"][n]["examples"])) for n in warned)
+    assert any(len(summary["checks"][n]["examples"]) >= 5 for n in warned)
+    assert not any(line.startswith("--examples") for line in section_lines(lines))
+
+
+def test_examples_zero_lists_the_rows_without_decoding_them(pytester, args):
+    result, summary = run_inprocess(pytester, *args, "--examples=0")
+    assert result.ret == 1
+    lines = result.outlines
+    assert decoded_in_failure(lines, FAILING) == 0 and not any("legend:" in line for line in lines)
+    assert any(line.startswith("  first rows: ") for line in lines)
+    assert all(excerpts(summary, n) == 0 for n in summary["checks"])
+    assert not any(re.match(r"  WARN \w+: row ", line) for line in lines)
+    page = (pytester.path / "reports" / "report.html").read_text()
+    assert '<div class="row">' not in page and "more rows: " in page
+
+
+def test_more_examples_than_a_result_keeps_is_said(pytester, args):
+    result, summary = run_inprocess(pytester, *args, f"--examples={MAX_EXAMPLES + 5}")
+    assert result.ret == 1
+    assert decoded_in_failure(result.outlines, FAILING) == MAX_EXAMPLES == excerpts(summary, FAILING)
+    note = f"--examples {MAX_EXAMPLES + 5}: a contract keeps its {MAX_EXAMPLES} lowest violating rows"
+    assert any(line.startswith(note) for line in section_lines(result.outlines))
