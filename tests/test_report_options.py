@@ -1,4 +1,5 @@
-"""What the terminal and report.html show of a run: ``--examples N`` decoded rows per contract.
+"""What the terminal and report.html show of a run: ``--examples N`` decoded rows per contract,
+``--only-failing`` and ``-q``.
 
 One shard of the fixture dataset held to the end token (``--mask-policy end_of_turn=true``): every row
 with an assistant turn breaks ``mask_covers_assistant_spans``, and the content contracts warn.
@@ -18,9 +19,14 @@ FAILING = "mask_covers_assistant_spans"
 
 
 @pytest.fixture(scope="module")
-def args(clean_dataset: Path, tokenizer_dir: Path) -> tuple[str, ...]:
+def clean_args(clean_dataset: Path, tokenizer_dir: Path) -> tuple[str, ...]:
     return (f"--dataset-path={clean_dataset}", "--contract=qwen3.6-dflash", f"--tokenizer={tokenizer_dir}",
-            "--expected-count=2000", "--shard-size=2000", "--mask-policy=end_of_turn=true", "-n", "0")
+            "--expected-count=2000", "--shard-size=2000", "-n", "0")
+
+
+@pytest.fixture(scope="module")
+def args(clean_args: tuple[str, ...]) -> tuple[str, ...]:
+    return (*clean_args, "--mask-policy=end_of_turn=true")
 
 
 def decoded_in_failure(lines: list[str], name: str) -> int:
@@ -82,3 +88,69 @@ def test_more_examples_than_a_result_keeps_is_said(pytester, args):
     assert decoded_in_failure(result.outlines, FAILING) == MAX_EXAMPLES == excerpts(summary, FAILING)
     note = f"--examples {MAX_EXAMPLES + 5}: a contract keeps its {MAX_EXAMPLES} lowest violating rows"
     assert any(line.startswith(note) for line in section_lines(result.outlines))
+
+
+def contract_lines(section: list[str]) -> list[str]:
+    return [line for line in section if re.match(r"  (PASS|FAIL|WARN|SKIP|INCOMPLETE)\b", line)]
+
+
+def counted_on_the_verdict_line(summary: dict) -> str:
+    """The part of the verdict line that counts every contract, whatever the terminal listed."""
+    verdicts = [c["verdict"] for c in summary["checks"].values()]
+    return (f"drafter-contracts: {verdicts.count('fail')} of {len(verdicts)} contracts violated on 2,000 rows",
+            f"; {verdicts.count('warn')} warn")
+
+
+def test_only_failing_lists_the_contracts_that_hold_the_run_back(pytester, args):
+    result, summary = run_inprocess(pytester, *args, "--only-failing")
+    assert result.ret == 1
+    section = section_lines(result.outlines)
+    listed = contract_lines(section)
+    assert [line.split()[:2] for line in listed] == [["FAIL", FAILING]]
+    left = len(summary["checks"]) - 1
+    assert f"  {left} passing, warning or skipped contract(s) not listed (--only-failing)" in section
+    assert not any(line.startswith("  WARN ") for line in section)  # nor the warnings' rows
+    assert section[1].startswith("dataset ") and any(line.startswith("report: ") for line in section)
+    head, warned = counted_on_the_verdict_line(summary)
+    assert result.outlines[-1].startswith(head) and warned in result.outlines[-1]
+
+
+def test_quiet_keeps_the_failures_and_the_verdict_line(pytester, args):
+    result, summary = run_inprocess(pytester, *args, "-q")
+    assert result.ret == 1
+    lines = result.outlines
+    assert decoded_in_failure(lines, FAILING) == 3  # the failing test's decoded rows stay
+    section = section_lines(lines)
+    assert section[0].startswith("convention speculators-regex (declared in the contract) · template profile ")
+    assert section[1:] == [line for line in contract_lines(section) if line.startswith("  FAIL ")]
+    assert len(section) == 2
+    head, warned = counted_on_the_verdict_line(summary)
+    assert lines[-1].startswith(head) and warned in lines[-1]
+
+
+def test_quiet_on_a_clean_run_prints_the_verdict_line_alone(pytester, clean_args):
+    result, summary = run_inprocess(pytester, *clean_args, "-q")
+    assert result.ret == 0
+    assert section_lines(result.outlines) == [] and not any("report: " in line for line in result.outlines)
+    assert result.outlines[-1].startswith(counted_on_the_verdict_line(summary)[0])
+    assert summary["checks"] and (pytester.path / "reports" / "report.html").is_file()  # the reports are written
+
+
+def test_required_but_not_checked_is_listed_as_such():
+    from drafter_contracts.report.summary import terminal_lines
+
+    def entry(verdict: str, **more) -> dict:
+        return {"verdict": verdict, "rows_checked": 10, "rows_violating": 0, "messages": [], "skip_reasons": [],
+                "by_reason": {}, "examples": [], **more}
+
+    summary = {"contract": {"mask": {"convention": "speculators-regex"}, "convention_choice": {}},
+               "tokenizer": {"name": None}, "dataset": {}, "unchecked": [], "unreported": [],
+               "checks": {"schema": entry("pass"), "ids_known": entry("fail", rows_violating=2),
+                          "turns_well_formed": entry("skip", skip_reasons=["no shard"]),
+                          "token_freq": entry("skip", skip_reasons=["no file"]),
+                          "min_supervised": entry("incomplete", messages=["1 shard(s) not checked"]),
+                          "short_rows": entry("warn", rows_violating=1)},
+               "not_checked": {"required": {"turns_well_formed": "no shard"}, "turned_off": {}}}
+    listed = [line.split()[:2] for line in terminal_lines(summary, quiet=True)[1:]]
+    assert listed == [["FAIL", "ids_known"], ["SKIP", "turns_well_formed"], ["INCOMPLETE", "min_supervised"]]
+    assert "required but not checked: no shard" in terminal_lines(summary, quiet=True)[2]

@@ -312,23 +312,28 @@ class ContractRun:
                 f"{not_checked_clause(gaps)} (exit {code})")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """The drafter-contracts section. ``--only-failing`` lists only the contracts that hold the run back,
+        without the warnings' rows; ``-q`` also drops the figures and the report paths (the failing tests'
+        decoded rows and the verdict line stay): no section at all when nothing failed."""
         if self.summary is None:
             return
-        terminalreporter.section("drafter-contracts")
-        for line in terminal_lines(self.summary):
-            terminalreporter.line(line)
-        for line in warn_excerpts(self.summary, self.engine.examples):
-            terminalreporter.line(line)
-        note = beyond_kept(self.engine.examples)
-        if note:
-            terminalreporter.line(note)
-        for path in self.artifacts:
-            terminalreporter.line(f"report: {path}")
-        split = self.summary.get("split", {})
-        if split.get("n", 1) > 1:
-            terminalreporter.line(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} "
-                                  f"shards, {self.summary['figures']['rows']:,} rows; join all parts with "
-                                  "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")
+        quiet = terminalreporter.verbosity < 0
+        only_failing = bool(terminalreporter.config.getoption("only_failing", False))
+        lines = terminal_lines(self.summary, only_failing=only_failing, quiet=quiet)
+        if not (quiet or only_failing):
+            lines += warn_excerpts(self.summary, self.engine.examples)
+        if not quiet:
+            lines += [note for note in (beyond_kept(self.engine.examples),) if note]
+            lines += [f"report: {path}" for path in self.artifacts]
+            split = self.summary.get("split", {})
+            if split.get("n", 1) > 1:
+                lines.append(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} "
+                             f"shards, {self.summary['figures']['rows']:,} rows; join all parts with "
+                             "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")
+        if lines:
+            terminalreporter.section("drafter-contracts")
+            for line in lines:
+                terminalreporter.line(line)
 
 
 def not_checked_clause(gaps: dict[str, dict[str, str]]) -> str:

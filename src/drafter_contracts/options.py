@@ -78,6 +78,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--max-shard-tokens", metavar="N", help="tokens per shard at most (bounds a worker's memory)")
     g.addoption("--report-dir", metavar="DIR", default="reports",
                 help="where summary.json, report.html and junit.xml go (default: reports/)")
+    g.addoption("--only-failing", action="store_true", default=False,
+                help="the terminal summary lists only failing, incomplete and required-but-unchecked contracts "
+                     "(the verdict line still counts every contract)")
     g.addoption("--examples", metavar="N",
                 help=f"violating rows decoded per contract in the terminal and report.html "
                      f"(default: {DEFAULT_EXAMPLES}; 0: none, the rows still listed by index)")
