@@ -55,19 +55,34 @@ def warn_rows(lines: list[str], name: str) -> int:
     return sum(line.startswith(f"  WARN {name}: row ") for line in lines)
 
 
-def test_examples_decodes_that_many_rows_in_every_report(tmp_path, args):
-    """With workers (-n 2): the rows are decoded where the shard is, so N must reach them."""
-    proc, summary = run_pytest(tmp_path, *args, "--examples=5", "-n", "2")
+@pytest.fixture(scope="module")
+def five(tmp_path_factory, args) -> tuple[list[str], dict, str]:
+    """``--examples=5`` with workers (-n 2): the rows are decoded where the shard is, so N must reach them.
+    Its terminal lines, summary.json and report.html."""
+    cwd = tmp_path_factory.mktemp("examples-5")
+    proc, summary = run_pytest(cwd, *args, "--examples=5", "-n", "2")
     assert proc.returncode == 1, proc.stdout[-3000:]
-    lines = proc.stdout.splitlines()
+    return proc.stdout.splitlines(), summary, (cwd / "reports" / "report.html").read_text()
+
+
+def test_examples_decodes_that_many_rows_in_every_report(five):
+    lines, summary, page = five
     assert decoded_in_failure(lines, FAILING) == 5
     assert excerpts(summary, FAILING) == 5
-    page = (tmp_path / "reports" / "report.html").read_text()
     assert rows_on_page(page, FAILING) == 5
     warned = [n for n, c in summary["checks"].items() if c["verdict"] == "warn"]
     assert warned and all(warn_rows(lines, n) == min(5, len(summary["checks"][n]["examples"])) for n in warned)
     assert any(len(summary["checks"][n]["examples"]) >= 5 for n in warned)
     assert not any(line.startswith("--examples") for line in section_lines(lines))
+
+
+def test_the_page_keeps_the_warnings_rows_apart_from_the_violations(five):
+    _, summary, page = five
+    before, warnings = page.split('<h2 id="warning-rows">Rows to look at (warnings)</h2>')
+    violations = before.split('<h2 id="violating-rows">Violating rows</h2>')[1]
+    warned = [n for n, c in summary["checks"].items() if c["verdict"] == "warn"]
+    assert f'id="rows-{FAILING}"' in violations and f'id="rows-{FAILING}"' not in warnings
+    assert warned and all(f'id="rows-{n}"' in warnings and f'id="rows-{n}"' not in violations for n in warned)
 
 
 def test_examples_zero_lists_the_rows_without_decoding_them(pytester, args):

@@ -257,10 +257,12 @@ def _legend() -> str:
             f'<span class="seg off">outlined: offending tokens</span> ⏎ newline</p>')
 
 
-def _violations(checks: dict[str, Any]) -> str:
+def _rows(checks: dict[str, Any], verdict: str, nothing: str) -> str:
+    """The decoded rows of the contracts with ``verdict``: a failing contract's violations, or a warning's rows
+    (which fail nothing: a page that listed them as violations would overstate the run)."""
     blocks = []
     for name, c in checks.items():
-        if c["verdict"] not in ("fail", "warn"):  # report-only warnings show their rows too
+        if c["verdict"] != verdict:
             continue
         shown = [ex for ex in c.get("examples", []) if ex.get("excerpt")]
         if not shown and not c.get("examples"):
@@ -286,7 +288,7 @@ def _violations(checks: dict[str, Any]) -> str:
         if rest:
             blocks.append("<p>more rows: " + ", ".join(f"{ex['row']:,} ({_e(ex['reason'])})" for ex in rest) + "</p>")
     if not blocks:
-        return "<p>No violating rows.</p>"
+        return f"<p>{nothing}</p>"
     return _legend() + "".join(blocks)
 
 
@@ -427,7 +429,8 @@ def render(summary: dict[str, Any]) -> str:
 <h2>Dataset</h2><table class="figures">{_figures(summary)}</table>
 <h2>Plots</h2><div class="plots">{_plots(summary)}</div>
 {_family_sections(summary, "dataset")}
-<h2>Violating rows</h2>{_violations(summary["checks"])}
+<h2 id="violating-rows">Violating rows</h2>{_rows(checks, "fail", "No violating rows.")}
+<h2 id="warning-rows">Rows to look at (warnings)</h2>{_rows(checks, "warn", "No warnings.")}
 {_family_sections(summary, "end")}
 <script>{JS}</script>
 </body></html>
