@@ -35,3 +35,15 @@ def run_inprocess(pytester: Any, *args: str) -> tuple[Any, dict[str, Any] | None
     """``pytester.runpytest_inprocess`` with the reports in ``reports/``: the result and its summary.json."""
     result = pytester.runpytest_inprocess(*args, "--report-dir=reports", "-p", "no:cacheprovider")
     return result, read_summary(pytester.path / "reports")
+
+
+def section_lines(out: str | list[str]) -> list[str]:
+    """The lines of the terminal's drafter-contracts section (after its ``=== drafter-contracts ===`` rule, up to
+    the next rule or the end); [] when the run printed none."""
+    lines = out.splitlines() if isinstance(out, str) else list(out)
+    start = next((i for i, line in enumerate(lines) if line.startswith("=") and " drafter-contracts " in line), None)
+    if start is None:
+        return []
+    rest = lines[start + 1:]
+    end = next((i for i, line in enumerate(rest) if line.startswith("=====")), len(rest))
+    return rest[:end]

@@ -28,7 +28,7 @@ from drafter_contracts.errors import UsageProblem
 from drafter_contracts.spans.labels import Labels, Role
 from drafter_contracts.spans.turns import MaskFacts
 from drafter_testkit.producers import CONVENTIONS, convention_dataset_dir, defective_rows, learned_dataset_dir
-from helpers import run_inprocess
+from helpers import run_inprocess, section_lines
 
 MAX_LEN = 2048
 ON, COVERS = "mask_on_assistant_spans", "mask_covers_assistant_spans"
@@ -240,6 +240,7 @@ def test_a_lossy_convention_warns_with_its_shares_and_fails_when_strict(pytester
     out = result.stdout.str()
     assert "WARN convention_losses" in out and "end-of-turn token never trained (policy: end_of_turn = false)" in out
     assert "mask      convention = auto: learnt from the first 297 rows: header=false content=true" in out
+    assert section_lines(out)[0].startswith("convention learnt from the first 297 rows (auto): nearest preset ")
     assert summary["contract"]["mask"]["reasoning_separator"] == "context"
     strict = tmp_path / "strict.toml"
     strict.write_text(builtin_contracts()["generic"].read_text().replace("strict = false", "strict = true"))

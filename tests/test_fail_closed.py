@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from drafter_testkit.mutants import mask_user_text
-from helpers import run_inprocess
+from helpers import run_inprocess, section_lines
 
 TOKEN_CONTRACTS = ("ids_known", "turns_well_formed", "mask_on_assistant_spans", "tokenizer_drift")
 
@@ -68,7 +68,8 @@ def test_tokenizer_beside_the_dataset_is_found_and_the_leak_fails(
     assert result.ret == 1
     assert summary["tokenizer"]["name"].startswith(str(tmp_path / "q36" / "tokenizer"))
     assert "found beside the dataset" in summary["contract"]["tokenizer_how"]
-    assert any("found beside the dataset" in line for line in result.outlines if line.startswith("tokenizer "))
+    first = section_lines(result.outlines)[0]  # the reports' first line says where the tokenizer came from
+    assert f"tokenizer {summary['tokenizer']['name']} (found beside the dataset" in first
     entry = summary["checks"]["mask_on_assistant_spans"]
     assert entry["verdict"] == "fail" and [e["row"] for e in entry["examples"]] == rows
 

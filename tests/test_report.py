@@ -9,6 +9,7 @@ checked for its verdicts, plots and decoded rows.
 from __future__ import annotations
 
 import collections
+import html
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from drafter_contracts.checks.stats import SEQ_LEN_EDGES
 from drafter_contracts.report.reducer import dataset_profile
 from drafter_contracts.report.stats import quantiles
 from drafter_testkit.schema import validate_summary
+from helpers import section_lines
 
 ROWS = 2000
 
@@ -95,7 +97,12 @@ def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
     assert "drafter_contracts.stats" not in (report / "junit.xml").read_text()  # raw stats stay in summary.json
     assert any(c.get("name") == "test_duplicate_rows" for c in suite.iter("testcase"))
 
+    # The first line of the terminal summary and of the page: the convention in force and why, profile, tokenizer.
+    first = section_lines(proc.stdout)[0]
+    assert first.startswith("convention speculators-regex (declared in the contract) · template profile ")
+    assert first.endswith(f" · tokenizer {summary['tokenizer']['name']} (given with --tokenizer)")
     page = (report / "report.html").read_text()
+    assert page.index(f'<p class="headline" id="headline">{html.escape(first)}</p>') < page.index('class="meta"')
     assert all(page.count(f'<tr data-verdict="{v}">') == n for v, n in
                collections.Counter(c["verdict"] for c in summary["checks"].values()).items()) and 'data-verdict="fail"' not in page.split("<tbody>")[1]
     for plot in ("plot-seq-len", "plot-supervised-share", "plot-roles"):

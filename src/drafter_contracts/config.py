@@ -278,8 +278,12 @@ class Contract:
     required: tuple[str, ...] = ()
     #: Contracts turned off by name (``[contracts] skip``, ``--skip-contract``): reported as not checked.
     skip: tuple[str, ...] = ()
-    #: Where the tokenizer came from when neither the command line nor the contract named it.
+    #: Where the tokenizer came from: given with --tokenizer, named in the contract, or found beside the dataset.
     tokenizer_how: str = ""
+    #: How the convention in force was chosen, which the first line of every report says (``report/headline.py``):
+    #: ``declared`` (what the contract or ``--mask-policy convention=`` named) and ``by`` ("contract", "command
+    #: line" or "default"); for ``auto``, what the first rows showed (``checks/convention_fit.py: chosen``).
+    convention_choice: dict[str, Any] = field(default_factory=dict)
     #: Each contract family's policy, parsed from the table it owns (``contract_families.ContractFamily.parse_table``),
     #: by family name; its defaults when the file has no such table.
     families: dict[str, Any] = field(default_factory=dict)
@@ -495,9 +499,7 @@ def load_contract(path: Path, overrides: Mapping[str, Any] | None = None) -> Con
                         baseline=_baseline_policy(flat, where), **flat)
     _check_values(contract, where)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if (given.get("mask") or {}).get("convention") is not None:
-        contract = dataclasses.replace(contract, mask=dataclasses.replace(contract.mask,
-                                                                           convention=given["mask"]["convention"]))
+    contract = _declared_convention(contract, given)
     contract = _with_preset(contract, frozenset(contract.mask_keys) | frozenset(given.get("mask") or {}))
     mask_given = given.pop("mask", None) or {}
     if mask_given:
@@ -530,6 +532,15 @@ def _check_mask_choices(values: Mapping[str, Any], where: str) -> None:
         if key in values and values[key] not in allowed:
             raise UsageProblem(f"{where}: [mask] {key} must be one of {', '.join(repr(a) for a in allowed)}, "
                                f"got {values[key]!r}{did_you_mean(values[key], allowed)}")
+
+
+def _declared_convention(contract: Contract, given: Mapping[str, Any]) -> Contract:
+    """The convention ``--mask-policy convention=NAME`` names over the file's, and who declared the one in force:
+    a mask verdict means nothing to a reader who does not know which convention it held the rows to."""
+    on_cli = (given.get("mask") or {}).get("convention")
+    by = "command line" if on_cli is not None else "contract" if "convention" in contract.mask_keys else "default"
+    mask = contract.mask if on_cli is None else dataclasses.replace(contract.mask, convention=on_cli)
+    return dataclasses.replace(contract, mask=mask, convention_choice={"declared": mask.convention, "by": by})
 
 
 def _with_preset(contract: Contract, explicit: frozenset[str]) -> Contract:

@@ -25,7 +25,8 @@ from .engine import Engine
 from .contract_families import families
 from .spans.excerpt import LEGEND, Segment, Window, render_segments
 from .report import baseline as baseline_mod
-from .report.excerpts import MAX_DECODED, decoded_example
+from .decoded_rows import DEFAULT_EXAMPLES, beyond_kept
+from .report.excerpts import decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.artifacts import write_reports
 from .report.merge import split_section
@@ -188,20 +189,22 @@ class ContractRun:
                 own["global"], own["seconds"] = True, own["seconds"] + carried.get("seconds", 0.0)
 
     def _decode_examples(self, summary: dict[str, Any]) -> None:
-        """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts.
+        """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts,
+        as many as ``--examples`` asks for.
 
         A shard's rows come decoded with its results (``suite._explained``); only the rows of
         dataset-level and whole-dataset verdicts (the drift sample, duplicate pairs) are read here.
         """
+        wanted = self.engine.examples
         for name, c in summary["checks"].items():
             declared = registry.spec(name)
             shown = c["verdict"] in ("fail", "warn") and (declared is None or declared.decodable)
             for i, ex in enumerate(c["examples"]):
-                if not shown or i >= MAX_DECODED:
+                if not shown or i >= wanted:
                     ex.pop("excerpt", None)
             if not shown:
                 continue
-            for ex in c["examples"][:MAX_DECODED]:
+            for ex in c["examples"][:wanted]:
                 if "excerpt" in ex:
                     continue
                 try:
@@ -332,22 +335,29 @@ class ContractRun:
                 f"{not_checked_clause(gaps)} (exit {code})")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """The drafter-contracts section. ``--only-failing`` lists only the contracts that hold the run back,
+        without the warnings' rows; ``-q`` also drops the figures and the report paths (the failing tests'
+        decoded rows and the verdict line stay): no section at all when nothing failed."""
         if self.summary is None:
             return
-        terminalreporter.section("drafter-contracts")
-        for line in terminal_lines(self.summary):
-            terminalreporter.line(line)
-        for line in warn_excerpts(self.summary):
-            terminalreporter.line(line)
-        if self.summary.get("counts"):
-            terminalreporter.line(count_line(self.summary["counts"]))
-        for path in self.artifacts:
-            terminalreporter.line(f"report: {path}")
-        split = self.summary.get("split", {})
-        if split.get("n", 1) > 1:
-            terminalreporter.line(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} "
-                                  f"shards, {self.summary['figures']['rows']:,} rows; join all parts with "
-                                  "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")
+        quiet = terminalreporter.verbosity < 0
+        only_failing = bool(terminalreporter.config.getoption("only_failing", False))
+        lines = terminal_lines(self.summary, only_failing=only_failing, quiet=quiet)
+        if not (quiet or only_failing):
+            lines += warn_excerpts(self.summary, self.engine.examples)
+        if not quiet:
+            lines += [note for note in (beyond_kept(self.engine.examples),) if note]
+            lines += [count_line(self.summary["counts"])] if self.summary.get("counts") else []
+            lines += [f"report: {path}" for path in self.artifacts]
+            split = self.summary.get("split", {})
+            if split.get("n", 1) > 1:
+                lines.append(f"part {split['k']}/{split['n']}: {len(split['shards'])} of {split['shards_total']} "
+                             f"shards, {self.summary['figures']['rows']:,} rows; join all parts with "
+                             "'drafter-contracts merge-reports OUT_DIR SUMMARY.json...'")
+        if lines:
+            terminalreporter.section("drafter-contracts")
+            for line in lines:
+                terminalreporter.line(line)
 
 
 def not_checked_clause(gaps: dict[str, dict[str, str]]) -> str:
@@ -374,11 +384,11 @@ def worst_reason(checks: dict[str, Any]) -> str:
     return f"; worst: {-n:,} row{'' if n == -1 else 's'} with {reason} ({name})"
 
 
-def warn_excerpts(summary: dict[str, Any], limit: int = 1) -> list[str]:
-    """Terminal lines: the first example row of each warning, as its decoded excerpt in summary.json
-    (roles and supervised tokens marked).
+def warn_excerpts(summary: dict[str, Any], limit: int = DEFAULT_EXAMPLES) -> list[str]:
+    """Terminal lines: the first ``limit`` example rows of each warning (``--examples N``), as their decoded
+    excerpts in summary.json (roles and supervised tokens marked).
 
-    Warnings do not fail a test, so nothing else shows the rows; one excerpt each keeps the log short.
+    Warnings do not fail a test, so nothing else in the terminal shows their rows.
     """
     lines: list[str] = []
     for name, c in summary["checks"].items():

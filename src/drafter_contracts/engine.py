@@ -23,6 +23,7 @@ from .checks.registry import IDS, MASK, RAW, TOKENIZER, Scope, names, spec, spec
 from .checks.view import RowView, problem_rows, usable_view
 from .config import Contract
 from .dataset import SavedDataset, Shard, ShardArrays, plan_shards, shard_groups
+from .decoded_rows import DEFAULT_EXAMPLES
 from .layouts import column_problems as layout_column_problems
 from .errors import InvalidBuffers
 from .contract_families import family, names as family_names
@@ -214,6 +215,8 @@ class Engine:
     split: tuple[int, int] | None = None  # (K, N): check only the K-th of N shard groups (--split K/N)
     #: What each contract family's contracts read, by family name (``ContractFamily.open_input``; absent: not given).
     inputs: dict[str, Any] = field(default_factory=dict)
+    #: Violating rows decoded per contract (``--examples N``; ``decoded_rows.py``): here, since every worker has it.
+    examples: int = DEFAULT_EXAMPLES
 
     def __post_init__(self) -> None:
         _ = self.dataset.layout  # a layout the tool cannot read is a usage error before any work (layouts.py)
@@ -251,11 +254,12 @@ class Engine:
 
     def _resolve_convention(self) -> None:
         """Apply the contract's mask convention (learnt from the template, or inferred from the first rows)."""
-        from .checks.convention_fit import decide
+        from .checks.convention_fit import chosen, decide
 
         decision = decide(self.contract, self.oracle, self.vocab, frozenset(self.contract.mask_keys),
                           self._sample if self.oracle is not None else None)
-        self.contract = replace(self.contract, mask=decision.policy, mask_how=decision.how)
+        self.contract = replace(self.contract, mask=decision.policy, mask_how=decision.how,
+                                convention_choice={**self.contract.convention_choice, **chosen(decision.details)})
 
     def _sample(self, rows: int = 2000):
         """The first rows' view, labels and mask facts (what ``convention = auto`` infers from)."""

@@ -16,8 +16,6 @@ from .spans.excerpt import LEGEND, Window, render_segments, window
 from .spans.labels import Labels
 from .spans.turns import MaskFacts
 
-MAX_EXCERPTS = 3
-
 
 def _labels(ids: np.ndarray, oracle: Any, max_len: int) -> Labels | None:
     if oracle is None or len(ids) == 0:
@@ -81,28 +79,31 @@ def explain_row(name: str, row: int, position: int, reason: str, engine) -> RowE
 
 
 def format_failure(result: CheckResult, engine) -> str:
-    """The message of a failed contract test: what, how many, where, and what it looks like."""
+    """The message of a failed contract test: what, how many, where, and what it looks like (the first
+    ``engine.examples`` rows, ``--examples N``, decoded)."""
     if result.message:
         return f"{result.check}: {result.message}"
     lines = [f"{result.check}: {result.rows_violating:,} of {result.rows_checked:,} rows violate ({result.scope})"]
     for reason, count in ordered_reasons(result.by_reason, result.severity):
         lines.append(f"  {count:,} × {reason}")
-    shown = ", ".join(str(v.row) for v in result.examples[:10])
+    listed = ", ".join(str(v.row) for v in result.examples[:10])
     more = " …" if result.rows_violating > 10 else ""
-    lines.append(f"  first rows: {shown}{more}")
+    lines.append(f"  first rows: {listed}{more}")
     if result.hint:
         lines.append("  " + result.hint)
     declared = registry.spec(result.check)
     if declared is not None and not declared.decodable:  # the row's tokens are fine (hidden states): say what is wrong
         lines.extend(f"  row {v.row}{f' (position {v.position:,})' if v.position >= 0 else ''}: {v.reason}"
-                     for v in result.examples[:MAX_EXCERPTS])
+                     for v in result.examples[:engine.examples])
         return "\n".join(lines)
-    for v in result.examples[:MAX_EXCERPTS]:
+    shown = result.examples[:engine.examples]
+    for v in shown:
         e = explain_violation(result, v, engine)
         where = f"token {v.position}" if v.position >= 0 else "whole row"
         runs = e.window.span_count
         spans = f", {runs:,} offending spans" if runs > 1 else ""
         lines.append(f"  row {v.row} ({e.sizes}, {where}{spans}): {v.reason}")
         lines.append("    " + e.text())
-    lines.append("  " + LEGEND)
+    if shown:
+        lines.append("  " + LEGEND)
     return "\n".join(lines)

@@ -26,6 +26,7 @@ import pytest
 
 from . import option_help
 from .contract_families import families
+from .decoded_rows import DEFAULT_EXAMPLES
 from .option_help import listed, listed_append
 from .option_values import parse_int
 
@@ -49,6 +50,7 @@ class RunOptions:
     tokenizer: str | None = None  # the name load_vocabulary receives (a relative contract path made absolute)
     checked: bool = False
     families: dict[str, Any] = field(default_factory=dict)  # family name -> its parse_options (contract_families.py)
+    examples: int = DEFAULT_EXAMPLES  # --examples N: violating rows decoded per contract (decoded_rows.py)
 
 
 RUN_KEY = pytest.StashKey[RunOptions]()
@@ -78,6 +80,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--max-shard-tokens", metavar="N", help="tokens per shard at most (bounds a worker's memory)")
     g.addoption("--report-dir", metavar="DIR", default="reports",
                 help="where summary.json, report.html and junit.xml go (default: reports/)")
+    g.addoption("--only-failing", action="store_true", default=False,
+                help="the terminal summary lists only failing, incomplete and required-but-unchecked contracts "
+                     "(the verdict line still counts every contract)")
+    g.addoption("--examples", metavar="N",
+                help=f"violating rows decoded per contract in the terminal and report.html "
+                     f"(default: {DEFAULT_EXAMPLES}; 0: none, the rows still listed by index)")
     g.addoption("--mask-policy", metavar="KEY=VALUE", action="append",
                 help="override one [mask] policy key of the contract, repeatable "
                      "(e.g. --mask-policy completeness=all --mask-policy end_of_turn=true)")
@@ -195,6 +203,8 @@ def parse_values(config: pytest.Config, opts: RunOptions) -> None:
     skipped = [n.strip() for raw in opt("skip_contract") or () for n in raw.split(",") if n.strip()]
     over["skip"] = tuple(skipped) if skipped else None
     opts.overrides = over
+    examples = parse_int(opt("examples"), "--examples", 0, example=10)
+    opts.examples = DEFAULT_EXAMPLES if examples is None else examples
     if opt("split") is not None:
         m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", opt("split"))
         if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
@@ -258,6 +268,8 @@ def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
 
 def load_contract_options(config: pytest.Config, opts: RunOptions, masker: bool) -> None:
     """The contract with the command line applied, and the tokenizer it names, resolved on disk."""
+    from dataclasses import replace
+
     from .config import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
     from .tokenizer_source import BUILTIN_PREFIX, BUILTIN_TOKENIZERS, resolve_tokenizer
 
@@ -270,6 +282,9 @@ def load_contract_options(config: pytest.Config, opts: RunOptions, masker: bool)
         name = f"{BUILTIN_PREFIX}{BUILTIN_TOKENIZERS[0]}"
     if name is None and opts.dataset is not None:
         name = found_tokenizer(opts)
+    elif opts.contract.tokenizer is not None:  # the reports' first line says where the tokenizer came from
+        how = "given with --tokenizer" if from_cli else "named in the contract"
+        opts.contract = replace(opts.contract, tokenizer_how=how)
     if name is not None:
         resolve_tokenizer(name)
     opts.tokenizer = name

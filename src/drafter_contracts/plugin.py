@@ -44,7 +44,7 @@ def build_engine(config: pytest.Config) -> Engine:
     if vocab is not None and contract.vocab_size is not None and vocab.size != contract.vocab_size:
         raise UsageProblem(f"--tokenizer {name}: has {vocab.size:,} ids but the contract declares vocab_size "
                            f"{contract.vocab_size:,}; pass the tokenizer that produced the dataset")
-    engine = Engine(dataset, contract, vocab, split=split)
+    engine = Engine(dataset, contract, vocab, split=split, examples=opts.examples)
     for family in families():  # what each family's contracts read (Engine.inputs)
         if family.open_input is not None:
             found = family.open_input(config, opts.families.get(family.name), dataset, contract)

@@ -15,7 +15,7 @@ from .dataset import Shard
 from .engine import Engine
 from .explain import format_failure
 from .integrity import CHECK as INTEGRITY_CHECK
-from .report.excerpts import MAX_DECODED, decoded_example
+from .report.excerpts import decoded_example
 from .report.summary import REPORT_KEY, RESULT_KEY
 from .results import CheckResult, ShardReport
 from .wire import encode_report
@@ -86,14 +86,15 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
 
 def _explained(engine: Engine, result: CheckResult) -> dict:
     """A result as it travels: its first violating rows decoded here, where the shard is in memory
-    (``Engine.row`` reads them from the shard's arrays), so no report reads the dataset again.
+    (``Engine.row`` reads them from the shard's arrays), so no report reads the dataset again; as many as
+    ``--examples`` asks for (``Engine.examples``).
     The controller keeps the excerpts of the rows its reports show (the lowest rows of a contract
     that fails or warns: among every shard's lowest)."""
     out = result.to_dict()
     declared = registry.spec(result.check)
     if result.skipped or not result.examples or declared is None or not declared.decodable:
         return out
-    for ex in sorted(out["examples"], key=lambda e: e["row"])[:MAX_DECODED]:
+    for ex in sorted(out["examples"], key=lambda e: e["row"])[:engine.examples]:  # --examples N
         try:
             ex["excerpt"] = decoded_example(engine, ex["row"], ex["position"], result.check, ex.get("reason", ""))
         except Exception as exc:  # an explanation must never cost the shard's verdicts

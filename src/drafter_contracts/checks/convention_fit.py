@@ -114,6 +114,22 @@ def _preset_decision(d: Decision, best: str, n: int, scored: list[tuple[int, int
     return Decision(d.policy, how + ("; " + d.how if d.details else ""), {**details, "inferred": best})
 
 
+def chosen(details: dict[str, Any]) -> dict[str, Any]:
+    """What the reports' first line says of an inferred convention (``Decision.details`` of :func:`infer`, in
+    short): which one (a built-in name, or "learnt"), from how many rows, how many of them it rejects (absent: the
+    rows hold no mask), and for a learnt policy the nearest preset and the keys it differs in."""
+    if "inferred" not in details:
+        return {}
+    out: dict[str, Any] = {"inferred": details["inferred"], "rows": details.get("rows", 0)}
+    learnt = details.get("learnt") or {}
+    if details["inferred"] == "learnt":
+        out.update(rejected=learnt.get("rejected", 0), nearest=learnt.get("nearest_preset", ""),
+                   differs=list(learnt.get("differs_in", [])))
+    elif "rejected" in details:
+        out["rejected"] = details["rejected"].get(details["inferred"], 0)
+    return out
+
+
 def learnt_for(contract: Contract, oracle: Any, vocab: Any, sample: Any,
                explicit: frozenset[str] = frozenset()) -> Any:
     """What ``convention = auto`` learns from ``sample`` (a callable returning the first rows' view, labels and

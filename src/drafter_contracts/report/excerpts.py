@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..decoded_rows import DEFAULT_EXAMPLES
 from ..explain import explain_row
 
-#: Decoded examples kept per failing contract.
-MAX_DECODED = 3
+#: Decoded examples kept per contract when ``--examples`` says nothing (a run keeps ``Engine.examples``).
+MAX_DECODED = DEFAULT_EXAMPLES
 
 
 def decoded_example(engine: Any, row: int, position: int, name: str, reason: str = "") -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from ..contract_families import families
 from ..results import ordered_reasons
+from .headline import clauses, headline
 
 ROLE_COLOURS = {
     "system": "#e8e3f7", "user": "#e1effa", "tool": "#fdf0d8", "assistant": "#dcf5e3", "reasoning": "#eaf7d0",
@@ -26,6 +27,7 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto
 padding:0 16px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;\
 padding-bottom:4px}
+.headline{font-size:15px;font-weight:600;margin:6px 0}
 .meta{color:#57606a;margin:2px 0} code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
 table{border-collapse:collapse;width:100%} th,td{border-bottom:1px solid #eaeef2;padding:5px 8px;text-align:left;\
 vertical-align:top}
@@ -255,10 +257,12 @@ def _legend() -> str:
             f'<span class="seg off">outlined: offending tokens</span> ⏎ newline</p>')
 
 
-def _violations(checks: dict[str, Any]) -> str:
+def _rows(checks: dict[str, Any], verdict: str, nothing: str) -> str:
+    """The decoded rows of the contracts with ``verdict``: a failing contract's violations, or a warning's rows
+    (which fail nothing: a page that listed them as violations would overstate the run)."""
     blocks = []
     for name, c in checks.items():
-        if c["verdict"] not in ("fail", "warn"):  # report-only warnings show their rows too
+        if c["verdict"] != verdict:
             continue
         shown = [ex for ex in c.get("examples", []) if ex.get("excerpt")]
         if not shown and not c.get("examples"):
@@ -284,7 +288,7 @@ def _violations(checks: dict[str, Any]) -> str:
         if rest:
             blocks.append("<p>more rows: " + ", ".join(f"{ex['row']:,} ({_e(ex['reason'])})" for ex in rest) + "</p>")
     if not blocks:
-        return "<p>No violating rows.</p>"
+        return f"<p>{nothing}</p>"
     return _legend() + "".join(blocks)
 
 
@@ -378,6 +382,14 @@ def _figures(summary: dict[str, Any]) -> str:
     return "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in figures)
 
 
+def _headline(summary: dict[str, Any]) -> str:
+    """The page's first line, as the terminal's (``headline.py``), and how the mask policy was resolved."""
+    how = summary["contract"].get("mask_how") or ""
+    steps = "".join(f"<li>{_e(part)}</li>" for part in clauses(how)) if how else ""
+    return (f'<p class="headline" id="headline">{_e(headline(summary))}</p>'
+            + (f'<details class="meta"><summary>mask policy</summary><ul>{steps}</ul></details>' if steps else ""))
+
+
 def _meta(summary: dict[str, Any]) -> str:
     """The two lines under the title: what was checked, with what, how long, and the exit status."""
     contract, ds, tok = summary["contract"], summary["dataset"], summary["tokenizer"]
@@ -405,6 +417,7 @@ def render(summary: dict[str, Any]) -> str:
 <title>drafter-contracts: {_e(summary["contract"].get("name"))} · {overall.upper()}</title><style>{CSS}</style></head>
 <body>
 <h1>drafter-contracts report {_badge(overall, "overall")}</h1>
+{_headline(summary)}
 {_meta(summary)}
 <h2>Verdicts</h2>
 <p><label><input type="checkbox" id="only-failing"> show failing contracts only</label> \
@@ -417,7 +430,8 @@ def render(summary: dict[str, Any]) -> str:
 <h2>Dataset</h2><table class="figures">{_figures(summary)}</table>
 <h2>Plots</h2><div class="plots">{_plots(summary)}</div>
 {_family_sections(summary, "dataset")}
-<h2>Violating rows</h2>{_violations(summary["checks"])}
+<h2 id="violating-rows">Violating rows</h2>{_rows(checks, "fail", "No violating rows.")}
+<h2 id="warning-rows">Rows to look at (warnings)</h2>{_rows(checks, "warn", "No warnings.")}
 {_family_sections(summary, "end")}
 <script>{JS}</script>
 </body></html>

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 
 from ..checks.registry import spec
 from ..contract_families import families
 from ..paths import atomic_write_text
 from ..results import ordered_reasons
+from .headline import clauses, headline
 from .reducer import MAX_SUMMARY_EXAMPLES, Reducer
 
 #: 3: the reducer's state (``reducer``) replaces the replayable test records (``raw``); merge-reports
@@ -191,19 +192,45 @@ def _contract_detail(c: dict[str, Any]) -> str:
     return f"{c['rows_checked']:,} {c.get('unit', 'rows')}" if c["rows_checked"] else ""
 
 
-def _clauses(text: str) -> list[str]:
-    """``text`` split at its top-level "; " (a row's reasons in parentheses stay on the row's line)."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += (ch == "(") - (ch == ")")
-        if depth == 0 and text.startswith("; ", i):
-            parts.append(text[start:i])
-            start = i + 2
-    return parts + [text[start:]]
+def terminal_lines(summary: dict[str, Any], only_failing: bool = False, quiet: bool = False) -> list[str]:
+    """The terminal summary: the convention, template profile and tokenizer the verdicts hold to
+    (``headline.py``), the global figures, then one line per contract.
+
+    ``only_failing`` (``--only-failing``) lists only the contracts that keep the run from being green:
+    failed, incomplete, required but not checked. ``quiet`` (``-q``) keeps only those and the shards that
+    went unchecked, after the first line that says what they were held to: nothing when nothing failed,
+    since the verdict line after pytest's summary says it all.
+    """
+    gaps = _gap_lines(summary)
+    contracts = _contract_lines(summary, only_failing or quiet)
+    if quiet:
+        return [headline(summary), *gaps, *contracts] if gaps or contracts else []
+    lines = [headline(summary), *_figure_lines(summary), *gaps, *_row_figure_lines(summary["figures"]), *contracts]
+    if only_failing:
+        left = len(summary["checks"]) - len(contracts)
+        lines.append(f"  {left:,} passing, warning or skipped contract(s) not listed (--only-failing)")
+    for family in families():
+        if family.terminal_lines is not None:
+            lines += family.terminal_lines(summary)
+    return lines
 
 
-def terminal_lines(summary: dict[str, Any]) -> list[str]:
-    """The terminal summary: global figures, then one line per contract."""
+def holds_back(name: str, c: dict[str, Any], required: Iterable[str]) -> bool:
+    """Whether a contract keeps the run from being green: failed, incomplete, or ``required`` but not checked."""
+    return c["verdict"] in ("fail", "incomplete") or (c["verdict"] == "skip" and name in required)
+
+
+def _contract_lines(summary: dict[str, Any], only_failing: bool) -> list[str]:
+    """One line per contract (``only_failing``: those that hold the run back)."""
+    required = (summary.get("not_checked") or {}).get("required") or {}
+    return [f"  {c['verdict'].upper():4} {name:<28} "
+            + ("required but not checked: " if c["verdict"] == "skip" and name in required else "")
+            + _contract_detail(c)
+            for name, c in summary["checks"].items() if not only_failing or holds_back(name, c, required)]
+
+
+def _figure_lines(summary: dict[str, Any]) -> list[str]:
+    """What was checked and the whole-dataset figures, then how the mask policy was resolved."""
     f = summary["figures"]
     lines = [
         f"dataset   {summary['dataset']['path']}"
@@ -212,8 +239,6 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
            + (f" (read from {summary['dataset']['format']})" if summary["dataset"].get("format", "save_to_disk")
               != "save_to_disk" else "")] if summary["dataset"].get("layout") else []),
         f"contract  {summary['contract']['name']} ({summary['contract']['source']})",
-        f"tokenizer {summary['tokenizer']['name'] or 'none'}"
-        + (f" ({summary['contract']['tokenizer_how']})" if summary["contract"].get("tokenizer_how") else ""),
         f"rows {_fmt(summary['dataset']['num_rows'])} · tokens {_fmt(f['tokens'])} · "
         f"seq_len min/mean/max {_fmt(f['seq_len_min'])}/{_fmt(f['seq_len_mean'], ',.1f')}/{_fmt(f['seq_len_max'])} · "
         f"at max_len {_fmt(f['rows_at_max_len'])}",
@@ -228,9 +253,8 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"seq_len p05/p50/p95/p99 {_fmt(q['p05'])}/{_fmt(q['p50'])}/{_fmt(q['p95'])}/{_fmt(q['p99'])} "
                      f"(bin lower edges, <= 4.4% wide)"
                      + (f" · median per-row supervised share {_fmt(share_q.get('p50'), '.0%')}" if share_q else ""))
-    how = summary["contract"].get("mask_how") or ""
-    if how.startswith("convention = auto"):  # inferred from the rows: the policy, key by key, and what it rejects
-        lines += [f"{'mask' if i == 0 else '':<9} {part}" for i, part in enumerate(_clauses(how))]
+    how = summary["contract"].get("mask_how") or ""  # the policy in force; inferred: key by key, what it rejects
+    lines += [f"{'mask' if i == 0 else '':<9} {part}" for i, part in enumerate(clauses(how) if how else [])]
     if summary["contract"].get("max_len_source") == "observed":
         lines.append(f"max_len not pinned: the longest row ({_fmt(summary['contract']['max_len'])} tokens) "
                      "is taken as the truncation cap; "
@@ -238,20 +262,25 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     if not f["complete"]:
         lines.append(f"figures cover {f['shards_covered']} of {f['shards_total']} shards "
                      "(tests were deselected or skipped)")
-    for u in summary.get("unchecked") or []:
-        lines.append(f"NOT CHECKED {u['shard']} (rows {u['rows'][0]:,}..{u['rows'][1] - 1:,}): {u['reason']}")
-    for u in summary.get("unreported") or []:
-        lines.append(f"NO VERDICT {u['test'].rsplit('::', 1)[-1]}: {u['reason']}")
+    return lines
+
+
+def _gap_lines(summary: dict[str, Any]) -> list[str]:
+    """The shards the run set out to check but did not, and the contract tests that sent no verdict."""
+    return ([f"NOT CHECKED {u['shard']} (rows {u['rows'][0]:,}..{u['rows'][1] - 1:,}): {u['reason']}"
+             for u in summary.get("unchecked") or []]
+            + [f"NO VERDICT {u['test'].rsplit('::', 1)[-1]}: {u['reason']}" for u in summary.get("unreported") or []])
+
+
+def _row_figure_lines(f: dict[str, Any]) -> list[str]:
+    """The figures of the rows: DFlash anchor positions, rows left out of the per-row contracts."""
+    lines = []
     if f.get("anchor_positions") is not None:
         lines.append(f"DFlash anchor positions (supervised, outside each row's last block_size tokens) "
                      f"{f['anchor_positions']:,}")
     if f["rows_excluded"]:
         lines.append(f"{f['rows_excluded']:,} rows with null/empty/length defects "
                      "left out of the other per-row contracts")
-    lines += [f"  {c['verdict'].upper():4} {name:<28} {_contract_detail(c)}" for name, c in summary["checks"].items()]
-    for family in families():
-        if family.terminal_lines is not None:
-            lines += family.terminal_lines(summary)
     return lines
 
 
