@@ -47,6 +47,7 @@ def _reference_placeholder_replies(view, a, labels, tables, contract):
     e_turn = np.searchsorted(a_starts, ends, side="right") - 1
     closed = np.bincount(e_turn[e_turn >= 0], minlength=nt) > 0
     placeholder = np.zeros(nt, dtype=bool)
+    reply_at = a_starts.copy()
     sizes = {len(p) for _, p in tables.placeholders if len(p)}
     cand_turn = closed & np.isin(c_len, list(sizes)) & (c_len == reply_len) if sizes else np.zeros(nt, dtype=bool)
     sel = cand_turn[r_turn]
@@ -55,25 +56,29 @@ def _reference_placeholder_replies(view, a, labels, tables, contract):
         pos = np.arange(int(s_len.sum())) + np.repeat(s_start - np.concatenate(([0], np.cumsum(s_len)[:-1])), s_len)
         tok_turn = np.repeat(s_turn, s_len)
         is_content = c_text[pos]
-        c_ids, c_turn = ids[pos[is_content]], tok_turn[is_content]
+        c_pos = pos[is_content]
+        c_ids, c_turn = ids[c_pos], tok_turn[is_content]
         for _, p in tables.placeholders:
             cand = np.flatnonzero(cand_turn & (c_len == len(p)) & (reply_len == len(p)))
             if len(cand) and len(p):
                 first = np.searchsorted(c_turn, cand, side="left")
                 window = c_ids[first[:, None] + np.arange(len(p))]
-                placeholder[cand[(window == p).all(axis=1)]] = True
+                same = (window == p).all(axis=1)
+                placeholder[cand[same]] = True
+                reply_at[cand[same]] = c_pos[first[same]]  # the finding points at the placeholder itself
     short = closed & ~placeholder & (reply_len < contract.content.min_reply_tokens)
     row_of_turn = np.searchsorted(view.offsets, a_starts, side="right") - 1
     n = len(view.rows)
     flags = {}
     names = " / ".join(repr(t) for t, _ in tables.placeholders)
     short_text = f"assistant reply shorter than {contract.content.min_reply_tokens} tokens"
-    for code, hit_turns, text_ in ((1, placeholder, f"placeholder assistant reply ({names})"), (2, short, short_text)):
+    for code, hit_turns, text_, at in ((1, placeholder, f"placeholder assistant reply ({names})", reply_at),
+                                       (2, short, short_text, a_starts)):
         rows_hit = np.zeros(n, dtype=bool)
         pos = np.full(n, -1, dtype=np.int64)
         t = np.flatnonzero(hit_turns)[::-1]
         rows_hit[row_of_turn[t]] = True
-        pos[row_of_turn[t]] = a_starts[t] - view.offsets[row_of_turn[t]]
+        pos[row_of_turn[t]] = at[t] - view.offsets[row_of_turn[t]]
         flags[code] = (rows_hit, pos, text_)
     return content._result("placeholder_replies", a, view, flags, contract)
 
