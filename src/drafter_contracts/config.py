@@ -9,14 +9,19 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping
 
-from .errors import UsageProblem
 from .contract_families import tables
+from .errors import UsageProblem
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, as its backport (a requirement there only)
+    import tomli as tomllib
 
 #: Arrow type names a contract may declare for a column.
 KNOWN_TYPES = frozenset(

@@ -21,7 +21,10 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Self
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; the package runs on 3.10
+    from typing_extensions import Self
 
 __all__ = ["ArrayCache", "JsonCache", "KeyedCache", "atomic_write_bytes", "atomic_write_text", "build_lock",
            "cache_root", "cached_build"]
