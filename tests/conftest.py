@@ -33,10 +33,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # empty in every test that runs pytest in-process, and each such test would rebuild every fixture
     # and re-derive every template profile. The cache is pinned for the whole session (and its workers).
     os.environ.setdefault("DRAFTER_CONTRACTS_CACHE", str(cache_root()))
-    # Imported here, before any in-process pytester run: pytester restores sys.modules after each inner
-    # run, dropping what the inner run imported first (a dataset run derives a template profile with
-    # transformers on a cold cache; token_freq.pt loads torch), and importing torch or a Rust extension a
-    # second time in one process corrupts memory ("bad call flags", then a segfault in the GC).
+    # pytester restores sys.modules after each in-process run, dropping what the inner run imported
+    # first while the modules loaded before it keep the dropped copies: the next import makes a second
+    # copy (two `kernels` packages: "'Mode' and 'Mode'"; a second torch or Rust extension corrupts
+    # memory). Its snapshots keep installed modules from now on (drafter_testkit/module_snapshots.py),
+    # and the heavy ones are imported once here, before any inner run, in every worker.
+    from drafter_testkit.module_snapshots import keep_installed_modules
+
+    keep_installed_modules()
     import tokenizers  # noqa: F401
     import torch  # noqa: F401
     import transformers  # noqa: F401
