@@ -7,6 +7,7 @@ dataset that moved (fewer rows, longer rows, another dtype).
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -125,3 +126,22 @@ def test_the_mask_section_comes_from_one_swappable_function(tmp_path):
     out.write_text(text)
     c = load_contract(out)
     assert c.mask.completeness == "all" and c.mask.end_of_turn
+
+
+def test_a_per_turn_dataset_counts_turns_and_says_so(tmp_path, tokenizer_dir, capsys):
+    """speculators 0.8+ writes a row per assistant turn: init's counts are turns, and its lines say so."""
+    from drafter_testkit.producers import convention_dataset_dir
+
+    per_turn = convention_dataset_dir("speculators-per-turn", 300, 0, 2048)
+    out = tmp_path / "per-turn.toml"
+    assert main(["init", str(per_turn), "--tokenizer", str(tokenizer_dir), "-o", str(out)]) == 0
+    doc = tomllib.loads(out.read_text())
+    rows = doc["dataset"]["expected_count"]
+    assert rows > 300  # more rows than the 300 conversations it was made from: one per assistant turn
+    says = "one per assistant turn: speculators-per-turn rows count turns, not conversations"
+    assert says in doc["contract"]["description"] and f"{rows:,} rows ({says})" in capsys.readouterr().out
+    line = next(x for x in out.read_text().splitlines() if x.startswith("expected_count"))
+    assert says in line
+    rejects = next(x for x in out.read_text().splitlines() if "rows each convention rejects" in x)
+    counts = [int(n.replace(",", "")) for n in re.findall(r" (\d[\d,]*)(?:,|$)", rejects)]
+    assert counts and max(counts) <= rows, rejects  # a row is counted once, whichever rule rejects it

@@ -63,7 +63,7 @@ Exit status of a check: 0 every contract holds, 1 a contract is violated, 4 usag
 
 def _init(args: argparse.Namespace) -> int:
     from .errors import UsageProblem
-    from .init_contract import NotKnownGood, init_families, run_init
+    from .init_contract import NotKnownGood, init_families, rows_are, run_init
 
     try:
         seen, path = run_init(args.dataset, args.output, args.tokenizer, force=args.force,
@@ -77,7 +77,7 @@ def _init(args: argparse.Namespace) -> int:
         print(f"ERROR: {exc}", file=sys.stderr)
         return 1
     template = (seen.template or {}).get("name", "none (no tokenizer)")
-    print(f"wrote {path}: {seen.num_rows:,} rows, seq_len {seen.seq_len_min:,}..{seen.seq_len_max:,}, "
+    print(f"wrote {path}: {seen.num_rows:,} rows{rows_are(seen)}, seq_len {seen.seq_len_min:,}..{seen.seq_len_max:,}, "
           f"template profile {template}, read in {seen.seconds:.1f} s")
     print(f"commit it, then gate every later dataset with: pytest --dataset-path=DIR --contract={args.output}")
     return 0

@@ -54,6 +54,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 #: The order ``auto`` tries them in (the first that fits the data wins).
 AUTO_ORDER = ("speculators-regex", "generation-tags", "speculators-per-turn", "specforge", "specforge-no-think")
+#: Conventions whose producer writes one row per assistant turn: a conversation of n replies is n rows, so a
+#: row count counts turns, and reports that count rows say so.
+ROW_PER_TURN = frozenset({"speculators-per-turn"})
 #: What each convention is, for the summary and hints.
 DESCRIPTION = {
     "speculators-regex": "speculators 0.4-0.7: assistant content, reasoning and tool calls; no header or end token",

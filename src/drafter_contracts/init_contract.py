@@ -275,6 +275,14 @@ _MASK_NOTES = {
 }
 
 
+def rows_are(seen: Observed) -> str:
+    """What a row count counts, when it is not conversations: a per-turn producer writes a row per assistant turn."""
+    from .conventions import ROW_PER_TURN
+
+    return f" (one per assistant turn: {seen.convention} rows count turns, not conversations)" \
+        if seen.convention in ROW_PER_TURN else ""
+
+
 def _dataset_sections(seen: Observed, name: str, count_tolerance: str, max_len: int | None) -> list[str]:
     """The file's head and [contract], [schema], [dataset] and [lengths]: what the rows themselves showed."""
     today = _dt.date.today().isoformat()
@@ -288,7 +296,8 @@ def _dataset_sections(seen: Observed, name: str, count_tolerance: str, max_len: 
         "",
         "[contract]",
         key_line("name", name, "shows in every report"),
-        key_line("description", f"pinned to {seen.path.name}: {seen.num_rows:,} rows, {seen.tokens:,} tokens", ""),
+        key_line("description", f"pinned to {seen.path.name}: {seen.num_rows:,} rows{rows_are(seen)}, "
+                                f"{seen.tokens:,} tokens", ""),
         "",
         "[schema]",
         "# The Arrow types found; a column not listed fails schema unless allow_extra_columns = true.",
@@ -297,7 +306,7 @@ def _dataset_sections(seen: Observed, name: str, count_tolerance: str, max_len: 
     return out + [
         "",
         "[dataset]",
-        key_line("expected_count", seen.num_rows, "rows in the known-good dataset"),
+        key_line("expected_count", seen.num_rows, f"rows in the known-good dataset{rows_are(seen)}"),
         key_line("count_tolerance", count_tolerance, "allowed distance: rows, or a percentage"),
         key_line("allow_extra_columns", False, "columns beyond [schema] fail the schema contract"),
         "",
