@@ -400,6 +400,10 @@ def convention_hint(engine, w, result: CheckResult) -> str:
     from .registry import spec
 
     head = f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule"
+    moved = w.mask_shift.direction()
+    if moved is not None and max(result.by_code, key=result.by_code.get) in SHIFT_TEXT:
+        return (f"{head}; most of them are one token {DIRECTION[moved]}: the producer's mask is off by one "
+                "(a label shift applied twice, or not at all), not a different convention")
     fits = fitting(w.view, w.labels, w.mask_facts, engine.contract, engine.oracle, engine.vocab)
     ok = [name for name, n in fits if n == 0]
     if ok:
