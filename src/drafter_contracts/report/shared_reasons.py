@@ -34,7 +34,7 @@ def named(names: list[str]) -> str:
 def reason_items(name: str, c: dict[str, Any], checks: dict[str, Any],
                  together: dict[str, list[str]] | None = None) -> list[str]:
     """``N × reason`` for each of a contract's reasons, most severe first: a reason other contracts give too
-    is named once, under its first contract, with theirs (and each one's rows where they differ); under the
+    is named once, under its first contract, with theirs (and their rows where the counts differ); under the
     others it points there."""
     together = shared(checks) if together is None else together
     out = []
@@ -46,7 +46,6 @@ def reason_items(name: str, c: dict[str, Any], checks: dict[str, Any],
             out.append(f"{n:,} × the reason listed under {names[0]}")
         else:
             counts = [checks[g]["by_reason"][reason] for g in names]
-            who = (named(names) if len(set(counts)) == 1
-                   else ", ".join(f"{g}: {k:,}" for g, k in zip(names, counts)))
+            who = named(names) + ("" if len(set(counts)) == 1 else f"; {named([f'{k:,}' for k in counts])} rows")
             out.append(f"{n:,} × {reason} ({who})")
     return out
