@@ -90,8 +90,11 @@ def test_unknown_ids_and_bounds(tmp_path, good, vocab, contract):
 
 
 @pytest.mark.parametrize("mutate, reason", [
-    (lambda m, ids: [False] + m[:-1], "assistant end-of-turn token supervised"),
-    (lambda m, ids: m[1:] + [False], "assistant turn header supervised"),
+    # A mask one token off is named as the shift, with what the row breaks as it stands folded into it.
+    (lambda m, ids: [False] + m[:-1], "loss_mask shifted one token right (late): moved one token earlier, the row "
+                                      "passes both mask rules; as it stands: assistant end-of-turn token supervised"),
+    (lambda m, ids: m[1:] + [False], "loss_mask shifted one token left (early): moved one token later, the row "
+                                     "passes both mask rules; as it stands: assistant turn header supervised"),
     (lambda m, ids: [i == 3 or x for i, x in enumerate(m)], "user token supervised"),
     (lambda m, ids: m[:-1] + [True], "newline after assistant end supervised"),
 ])

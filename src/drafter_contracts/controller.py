@@ -31,6 +31,7 @@ from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.artifacts import write_reports
 from .report.merge import split_section
 from .report.reducer import Reducer
+from .report.shared_reasons import named
 from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, count_line, terminal_lines
 from .results import CheckResult
 from .wire import decode_report, unpack
@@ -380,8 +381,9 @@ def worst_reason(checks: dict[str, Any]) -> str:
               for r, n in c["by_reason"].items() if r in (c.get("severity") or {})]
     if not ranked:
         return ""
-    _, n, reason, name = min(ranked)
-    return f"; worst: {-n:,} row{'' if n == -1 else 's'} with {reason} ({name})"
+    _, n, reason, _ = min(ranked)
+    givers = list(dict.fromkeys(g for _, _, r, g in ranked if r == reason))  # a reason several give: named once
+    return f"; worst: {-n:,} row{'' if n == -1 else 's'} with {reason} ({named(givers)})"
 
 
 def warn_excerpts(summary: dict[str, Any], limit: int = DEFAULT_EXAMPLES) -> list[str]:

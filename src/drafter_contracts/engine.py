@@ -87,6 +87,12 @@ class ShardWork:
         return self.oracle.mask_facts(self.view.ids) if self.oracle is not None else None
 
     @cached_property
+    def mask_shift(self) -> spans.MaskShift:
+        """The rows whose mask is one token late or early (``checks/mask_shift.py``): computed once, by the
+        first mask contract that finds a failing row, and read by the other."""
+        return spans.mask_shift_of(self.view, self.labels, self.contract, self.mask_facts)
+
+    @cached_property
     def runs(self) -> content.RoleRuns | None:
         """The labels run-length encoded (cut at row starts): per-role totals and the turn checks read these."""
         labels = self.labels

@@ -61,6 +61,7 @@ class Observed:
     mask: Any = None  # the mask policy it resolved to (config.MaskPolicy), written key by key
     learnt: Any = None  # what was learnt from the first rows (checks.convention_learn.Learnt)
     mask_rejected: dict[int, str] = field(default_factory=dict)  # rows the policy's mask rules reject: why
+    mask_shifted: dict[int, int] = field(default_factory=dict)  # shift reason code -> rows one token off that way
     pinned: dict[str, Any] = field(default_factory=dict)  # family name -> what it pins (ContractFamily.init.pins)
     seconds: float = 0.0
 
@@ -173,16 +174,42 @@ MASK_CHECKS = ("mask_on_assistant_spans", "mask_covers_assistant_spans")
 
 
 def _verify_mask(seen: Observed, engine: Any, shard: Any) -> None:
-    """The shard's rows the resolved mask policy rejects, with why (the first reason of each; a few per shard)."""
+    """The shard's rows the resolved mask policy rejects, with why (the first reason of each; a few per shard),
+    and its rows whose mask is one token off (the most either mask contract counts: both see the same rows)."""
+    from .checks.mask_shift import SHIFT_TEXT
+
+    shifted: dict[int, int] = {}
     for name in MASK_CHECKS:
         r = engine.shard_check(shard, name)
         if not r.skipped:
             for e in r.examples:
                 seen.mask_rejected.setdefault(e.row, e.reason)
+            for code, text in SHIFT_TEXT.items():
+                shifted[code] = max(shifted.get(code, 0), r.by_reason.get(text, 0))
+    for code, n in shifted.items():
+        if n:
+            seen.mask_shifted[code] = seen.mask_shifted.get(code, 0) + n
+
+
+def shift_refusal(seen: Observed, dataset_dir: str) -> str | None:
+    """One line when the rows' mask is one token off: a contract pinned to them would pin the producer's bug."""
+    from .checks.mask_shift import DIRECTION, LATE
+
+    if not seen.mask_shifted:
+        return None
+    code = max(seen.mask_shifted, key=seen.mask_shifted.get)
+    moved = "earlier" if code == LATE else "later"
+    return (f"init {dataset_dir}: the loss_mask is shifted one token {DIRECTION[code]}: "
+            f"{seen.mask_shifted[code]:,} rows pass both mask rules of convention {seen.convention} only with their "
+            f"mask moved one token {moved}; fix the producer's off-by-one and run init on the corrected dataset")
 
 
 def mask_refusal(seen: Observed, dataset_dir: str) -> str | None:
-    """Why init writes no contract: rows that break the mask convention the rest follow (None: none do)."""
+    """Why init writes no contract: a mask shifted one token, or rows that break the mask convention the rest
+    follow (None: none do)."""
+    shifted = shift_refusal(seen, dataset_dir)
+    if shifted is not None:
+        return shifted
     if not seen.mask_rejected:
         return None
     rows = sorted(seen.mask_rejected)

@@ -19,6 +19,8 @@ from ..conventions import AUTO_ORDER, DESCRIPTION, Decision, resolve
 from ..errors import UsageProblem
 from ..conventions import keys_text
 from .convention_learn import describe, learn, rejected_rows
+from .mask_shift import DIRECTION, LATE
+from .spans import mask_shift_of
 
 
 def decide(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str] = frozenset(),
@@ -83,10 +85,38 @@ def infer(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str],
     table = ", ".join(f"{name} {k:,}" for k, _, name in scored)
     details = {"rows": rows, "rejected": {name: k for k, _, name in scored}, "learnt": learnt.to_dict()}
     n, _, best = scored[0]
+    if 2 * n > rows:
+        moved = _shifted_fit(view, labels, facts, contract, decisions, scored)
+        if moved is not None:
+            return moved
     if 2 * n > rows and explains_more(learnt, n):  # most rows follow another convention: the learnt one
         how = f"convention = auto: {describe(learnt)}; rows each built-in convention rejects: {table}"
         return Decision(learnt.policy, how, {**details, "inferred": "learnt"})
     return _preset_decision(decisions[best], best, n, scored, rows, learnt, details)
+
+
+def _shifted_fit(view: Any, labels: Any, facts: Any, contract: Contract, decisions: dict[str, Decision],
+                 scored: list[tuple[int, int, str]]) -> Decision | None:
+    """The built-in convention most of the rows fit with their mask moved one token, if one does.
+
+    Such rows are not another convention: their producer is off by one. Held to that convention, the mask
+    contracts fail them and name the shift; learning a policy from them would fit the error instead.
+    """
+    rows = len(view.rows)
+    for _, _, name in scored:
+        shift = mask_shift_of(view, labels, dataclasses.replace(contract, mask=decisions[name].policy), facts)
+        direction = shift.direction()
+        if direction is None or 2 * shift.count <= rows:
+            continue
+        words = f"shifted one token {DIRECTION[direction]}"
+        how = (f"convention = auto: the first {rows:,} rows fit no convention as they stand, but {shift.count:,} of "
+               f"them fit {name} with their loss_mask moved one token "
+               f"{'earlier' if direction == LATE else 'later'}: the mask is {words}; they are held to {name}")
+        rejected = {k_name: k for k, _, k_name in scored}
+        return Decision(decisions[name].policy, how,
+                        {"inferred": name, "rows": rows, "rejected": rejected, "shifted": words,
+                         "shifted_rows": shift.count})
+    return None
 
 
 def explains_more(learnt: Any, rejected: int) -> bool:
@@ -127,6 +157,8 @@ def chosen(details: dict[str, Any]) -> dict[str, Any]:
                    differs=list(learnt.get("differs_in", [])))
     elif "rejected" in details:
         out["rejected"] = details["rejected"].get(details["inferred"], 0)
+    if "shifted" in details:
+        out.update(shifted=details["shifted"], shifted_rows=details["shifted_rows"])
     return out
 
 

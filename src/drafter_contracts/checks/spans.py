@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Callable
+
 import numpy as np
 
 from ..config import Contract, MaskPolicy
@@ -10,6 +13,7 @@ from ..results import CheckResult, first_per_row, multi_reason_result, row_resul
 from ..spans.labels import ROLE_NAMES, TURN_PROBLEM_TEXT, Labels, Role
 from . import policy as policy_mod
 from ..spans.turns import MaskFacts, assistant_turns, turns_of
+from .mask_shift import DIRECTION, EARLY, LATE, SHIFT_TEXT, MaskShift, shifted_rows
 from .registry import IDS, MASK, TOKENIZER, Scope, Spec, register
 from .view import RowView
 
@@ -143,6 +147,7 @@ SEVERITY: dict[int, int] = {
     _EARLIER_TURN: 2, _REASONING_FINAL: 2, _REASONING_EARLIER: 2, _EMPTY_REASONING: 2,
     _SEPARATOR: 2, _TOOL_SEPARATOR: 2,
     _BOUNDARY: 3,
+    LATE: 0, EARLY: 0,  # a shifted row: one finding that explains every other offence of the row
 }
 
 
@@ -167,7 +172,7 @@ def _reason_text(policy: MaskPolicy) -> dict[int, str]:
     text[_SEPARATOR] = ("whitespace between the reasoning block and the reply supervised "
                         "(policy: reasoning_separator = context)")
     text[_TOOL_SEPARATOR] = "whitespace beside a tool-call block supervised (policy: tool_call_separator = context)"
-    return text
+    return text | SHIFT_TEXT
 
 
 def _facts(view: RowView, facts: MaskFacts | None) -> MaskFacts:
@@ -180,13 +185,75 @@ def _in_windows(at: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return (k >= 0) & (at < hi[np.maximum(k, 0)]) if len(lo) else np.zeros(len(at), dtype=bool)
 
 
+def mask_shift_of(view: RowView, labels: Labels | None, contract: Contract,
+                  facts: MaskFacts | None = None) -> MaskShift:
+    """The view rows whose mask is one token late or early (``checks/mask_shift.py``), judged by the two
+    mask rules: what may carry loss is what :func:`disallowed_supervision` lets through, what must is
+    ``required_tokens`` under the contract's completeness. Where completeness is off, a shift is named only
+    when the moved mask is complete (``completeness = "all"``): the strongest evidence, so no false alarm.
+    """
+    if view.mask is None or labels is None or not len(view.ids):
+        return MaskShift(np.zeros(len(view.rows), dtype=bool), np.zeros(len(view.rows), dtype=bool))
+    facts = _facts(view, facts)
+    policy = contract.mask
+    allowed = ~disallowed_supervision(np.ones(len(view.ids), dtype=bool), labels, policy, view.offsets, facts=facts)
+    judged = policy if policy.completeness != "off" else dataclasses.replace(policy, completeness="all")
+    turns = turns_of(labels, view.offsets, facts.joins_blocks) if policy_mod.needs_turns(judged) else None
+    required = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, judged, contract.max_len,
+                                          facts.newline_lead, facts)
+    return shifted_rows(view.mask, view.offsets, allowed, required)
+
+
+ShiftSource = Callable[[], MaskShift]
+
+
+def _fold_shifted(rows: np.ndarray, at: np.ndarray, codes: np.ndarray, shift: MaskShift
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """Each shifted row's offences become one: the shift's code at the row's first offending token.
+
+    ``rows`` (view rows, non-decreasing), ``at`` and ``codes``: one entry per offending token. Returns them
+    folded, and the shifted rows' (row, code) entries before folding (what the row breaks as it stands).
+    """
+    moved = shift.codes(rows)
+    shifted = moved != 0
+    if not shifted.any():
+        return rows, at, codes, (rows[:0], codes[:0])
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = rows[1:] != rows[:-1]
+    before = (rows[shifted], codes[shifted])
+    codes = codes.copy()
+    codes[shifted & first] = moved[shifted & first]
+    keep = ~shifted | first
+    return rows[keep], at[keep], codes[keep], before
+
+
+def _as_it_stands(result: CheckResult, before: tuple[np.ndarray, np.ndarray], view: RowView, row_offset: int,
+                  text: dict[int, str], rank: dict[int, int]) -> CheckResult:
+    """The shifted rows' examples (a few) name what each row breaks as it stands, folded into the one reason."""
+    rows, codes = before
+    if not len(rows):
+        return result
+    shift_texts = set(SHIFT_TEXT.values())
+    result.severity = {**result.severity, **{r: 0 for r in result.by_reason if r in shift_texts}}
+    examples = []
+    for e in result.examples:
+        if e.reason in shift_texts:
+            vr = int(np.searchsorted(view.rows, e.row - row_offset))
+            mine = sorted({int(c) for c in codes[rows == vr]}, key=lambda c: (rank.get(c, 99), c))
+            e = dataclasses.replace(e, reason=f"{e.reason}; as it stands: {'; '.join(text[c] for c in mine)}")
+        examples.append(e)
+    result.examples = examples
+    return result
+
+
 def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
                                   facts: MaskFacts | None = None,
-                                  totals: RoleTotals | None = None) -> CheckResult:
+                                  totals: RoleTotals | None = None, shift: ShiftSource | None = None) -> CheckResult:
     """``loss_mask`` true only on assistant spans, as the contract's mask policy defines them.
 
     ``totals`` (the shard's per-role totals) let a clean shard pass without a per-token pass
-    (:func:`clean_by_role_totals`).
+    (:func:`clean_by_role_totals`). ``shift`` gives the shard's shifted rows (computed once per shard,
+    only when some row fails: ``ShardWork.mask_shift``); each of them is one reason, the shift.
     """
     policy = contract.mask
     facts = _facts(view, facts)
@@ -226,8 +293,14 @@ def check_mask_on_assistant_spans(view: RowView, a: ShardArrays, labels: Labels,
             codes[sep] = code
         codes[earlier] = _EARLIER_TURN
         codes[prompt] = _PROMPT
-    return multi_reason_result("mask_on_assistant_spans", a.shard.id, len(view.rows), view.rows[rows],
-                               at - view.offsets[rows], codes, _reason_text(policy), SEVERITY, a.shard.start)
+    before: tuple[np.ndarray, np.ndarray] = (rows[:0], codes[:0])
+    if len(at):
+        found = shift() if shift is not None else mask_shift_of(view, labels, contract, facts)
+        rows, at, codes, before = _fold_shifted(rows, at, codes, found)
+    text = _reason_text(policy)
+    result = multi_reason_result("mask_on_assistant_spans", a.shard.id, len(view.rows), view.rows[rows],
+                                 at - view.offsets[rows], codes, text, SEVERITY, a.shard.start)
+    return _as_it_stands(result, before, view, a.shard.start, text, SEVERITY)
 
 
 _WHOLE_TURN, _OPENER_MISSING = 110, 111
@@ -247,11 +320,12 @@ _MISSING_TEXT = {
 
 def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Labels, contract: Contract,
                                       facts: MaskFacts | None = None,
-                                      totals: RoleTotals | None = None) -> CheckResult:
+                                      totals: RoleTotals | None = None,
+                                      shift: ShiftSource | None = None) -> CheckResult:
     """Every token the policy makes eligible is supervised (``completeness`` = all | last).
 
     ``totals`` (the shard's per-role totals) let a clean shard pass without a per-token pass
-    (:func:`clean_by_role_totals`).
+    (:func:`clean_by_role_totals`). ``shift``: as for :func:`check_mask_on_assistant_spans`.
     """
     policy = contract.mask
     if policy.completeness == "off":
@@ -287,9 +361,14 @@ def check_mask_covers_assistant_spans(view: RowView, a: ShardArrays, labels: Lab
         codes[(t >= 0) & (sup[np.maximum(t, 0)] == 0) if len(sup) else np.zeros(len(at), bool)] = _WHOLE_TURN
     text = {int(r): f"{ROLE_NAMES[r]} token left unsupervised" for r in Role} | _MISSING_TEXT
     scope = "every assistant turn" if policy.completeness == "all" else "the row's last assistant turn"
-    text = {k: f"{v} ({scope} must be supervised)" for k, v in text.items()}
-    return row_result("mask_covers_assistant_spans", a.shard.id, len(view.rows), view.rows[rows], first, codes,
-                      text, a.shard.start)
+    text = {k: f"{v} ({scope} must be supervised)" for k, v in text.items()} | SHIFT_TEXT
+    before: tuple[np.ndarray, np.ndarray] = (rows[:0], codes[:0])
+    if len(rows):
+        found = shift() if shift is not None else mask_shift_of(view, labels, contract, facts)
+        rows, first, codes, before = _fold_shifted(rows, first, codes, found)
+    result = row_result("mask_covers_assistant_spans", a.shard.id, len(view.rows), view.rows[rows], first, codes,
+                        text, a.shard.start)
+    return _as_it_stands(result, before, view, a.shard.start, text, {LATE: 0, EARLY: 0})
 
 
 # --------------------------------------------------------------------------- explanations and hints
@@ -321,6 +400,10 @@ def convention_hint(engine, w, result: CheckResult) -> str:
     from .registry import spec
 
     head = f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule"
+    moved = w.mask_shift.direction()
+    if moved is not None and max(result.by_code, key=result.by_code.get) in SHIFT_TEXT:
+        return (f"{head}; most of them are one token {DIRECTION[moved]}: the producer's mask is off by one "
+                "(a label shift applied twice, or not at all), not a different convention")
     fits = fitting(w.view, w.labels, w.mask_facts, engine.contract, engine.oracle, engine.vocab)
     ok = [name for name, n in fits if n == 0]
     if ok:
@@ -368,7 +451,7 @@ register(Spec("turns_well_formed", Scope.ROW, "turns open and close as the chat 
 register(Spec("mask_on_assistant_spans", Scope.ROW, "loss_mask is 1 only where the mask policy allows",
               needs=frozenset({IDS, MASK, TOKENIZER}), offending=offending_supervised, hint=convention_hint,
               run=lambda e, w: check_mask_on_assistant_spans(w.view, w.arrays, w.labels, e.contract, w.mask_facts,
-                                                             e.mask_totals(w))))
+                                                             e.mask_totals(w), lambda: w.mask_shift)))
 register(Spec("mask_covers_assistant_spans", Scope.ROW, "every token the mask policy requires is supervised",
               needs=frozenset({IDS, MASK, TOKENIZER}), offending=offending_unsupervised, hint=convention_hint,
               turned_off=lambda c: None if c.mask.completeness != "off" else (
@@ -381,4 +464,4 @@ register(Spec("mask_covers_assistant_spans", Scope.ROW, "every token the mask po
                   " The blank line between </think> and the reply is left out of the mask in most rows: a producer "
                   "that locates the reply text alone (arctic-training's str.find).")},
               run=lambda e, w: check_mask_covers_assistant_spans(w.view, w.arrays, w.labels, e.contract, w.mask_facts,
-                                                                 e.mask_totals(w))))
+                                                                 e.mask_totals(w), lambda: w.mask_shift)))

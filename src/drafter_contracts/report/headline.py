@@ -48,6 +48,10 @@ def _inferred(choice: dict[str, Any], in_force: str) -> str:
     if "inferred" not in choice:
         return "convention auto, not resolved without a tokenizer"
     rows, rejected = choice.get("rows", 0), choice.get("rejected")
+    if choice.get("shifted"):
+        return (f"convention {in_force}, inferred from the rows (auto): {choice.get('shifted_rows', 0):,} of the "
+                f"first {rows:,} rows fit it only with their loss_mask {choice['shifted']}; "
+                "the mask contracts fail them")
     if rejected is None:
         return f"convention {in_force} (auto, but the first rows hold no mask to infer from)"
     if choice["inferred"] == "learnt":

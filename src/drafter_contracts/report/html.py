@@ -12,7 +12,7 @@ import math
 from typing import Any, Iterable
 
 from ..contract_families import families
-from ..results import ordered_reasons
+from .shared_reasons import reason_items, shared
 from .headline import clauses, headline
 
 ROLE_COLOURS = {
@@ -295,10 +295,10 @@ def _rows(checks: dict[str, Any], verdict: str, nothing: str) -> str:
 # --- the page ----------------------------------------------------------------------------------
 
 
-def _check_detail(c: dict[str, Any]) -> str:
+def _check_detail(name: str, c: dict[str, Any], checks: dict[str, Any], together: dict[str, list[str]]) -> str:
     if c["verdict"] in ("fail", "warn"):
         parts = [_e(m) for m in c["messages"]]
-        parts += [f"{n:,} × {_e(r)}" for r, n in ordered_reasons(c["by_reason"], c.get("severity"))]
+        parts += [_e(item) for item in reason_items(name, c, checks, together)]
         return "<br>".join(parts) or f"{c['rows_violating']:,} rows violate"
     if c["verdict"] == "skip":
         return "skipped: " + _e("; ".join(c["skip_reasons"]))
@@ -335,6 +335,7 @@ def _verdict_rows(summary: dict[str, Any]) -> str:
     """One row per contract: verdict, tests, rows, its time and what it found."""
     seconds = (summary.get("timing") or {}).get("per_check_seconds") or {}
     rows = []
+    together = shared(summary["checks"])
     for name, c in summary["checks"].items():
         rows.append(f'<tr data-verdict="{_e(c["verdict"])}"><td>{_badge(c["verdict"])}</td>'
                     f'<td><code>{_e(name)}</code></td>'
@@ -342,7 +343,7 @@ def _verdict_rows(summary: dict[str, Any]) -> str:
                     f'<td class="num">{c["rows_checked"]:,} {_e(c.get("unit", "rows"))}</td>'
                     f'<td class="num">{c["rows_violating"]:,}</td><td class="num" title="{seconds.get(name, 0):.6f} s">'
                     f'{duration(seconds.get(name))}</td>'
-                    f'<td>{_check_detail(c)}</td></tr>')
+                    f'<td>{_check_detail(name, c, summary["checks"], together)}</td></tr>')
     return "".join(rows)
 
 

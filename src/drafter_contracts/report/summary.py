@@ -15,6 +15,7 @@ from ..checks.registry import spec
 from ..contract_families import families
 from ..paths import atomic_write_text
 from ..results import ordered_reasons
+from .shared_reasons import reason_items, shared
 from .headline import clauses, headline
 from .reducer import MAX_SUMMARY_EXAMPLES, Reducer
 
@@ -175,18 +176,19 @@ def _fmt(v: Any, spec: str = ",") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def _contract_detail(c: dict[str, Any]) -> str:
-    """What a contract's terminal line says after its verdict and name."""
+def _contract_detail(name: str, c: dict[str, Any], checks: dict[str, Any], together: dict[str, list[str]]) -> str:
+    """What a contract's terminal line says after its verdict and name (a reason other contracts give too:
+    once, naming them, ``shared_reasons.py``)."""
     if c["verdict"] == "fail":
         return "; ".join(c["messages"]) or f"{c['rows_violating']:,} rows violate" + "".join(
-            f"; {n:,} × {r}" for r, n in ordered_reasons(c["by_reason"], c.get("severity"))[:3])
+            f"; {item}" for item in reason_items(name, c, checks, together)[:3])
     if c["verdict"] == "skip":
         return "; ".join(c["skip_reasons"])
     if c["verdict"] == "incomplete":
         return f"{c['rows_checked']:,} rows checked, " + (c["messages"][-1] if c["messages"] else "shards missing")
     if c["verdict"] == "warn":
         share = c["rows_violating"] / c["rows_checked"] if c["rows_checked"] else 0.0
-        reasons = "; ".join(f"{n:,} × {r}" for r, n in ordered_reasons(c["by_reason"], c.get("severity")))
+        reasons = "; ".join(reason_items(name, c, checks, together))
         rows = ", ".join(str(e["row"]) for e in c["examples"][:5])
         return f"{c['rows_violating']:,} of {c['rows_checked']:,} rows ({share:.2%}): {reasons}; e.g. rows {rows}"
     return f"{c['rows_checked']:,} {c.get('unit', 'rows')}" if c["rows_checked"] else ""
@@ -223,9 +225,11 @@ def holds_back(name: str, c: dict[str, Any], required: Iterable[str]) -> bool:
 def _contract_lines(summary: dict[str, Any], only_failing: bool) -> list[str]:
     """One line per contract (``only_failing``: those that hold the run back)."""
     required = (summary.get("not_checked") or {}).get("required") or {}
+    checks = summary["checks"]
+    together = shared(checks)
     return [f"  {c['verdict'].upper():4} {name:<28} "
             + ("required but not checked: " if c["verdict"] == "skip" and name in required else "")
-            + _contract_detail(c)
+            + _contract_detail(name, c, checks, together)
             for name, c in summary["checks"].items() if not only_failing or holds_back(name, c, required)]
 
 
