@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from drafter_contracts.checks import content as content_mod
 from drafter_contracts.checks import policy as policy_mod
 from drafter_contracts.checks import spans
+from drafter_contracts.checks.mask_shift import no_shift
 from drafter_contracts.checks.view import RowView
 from drafter_contracts.config import MaskPolicy
 from drafter_contracts.hypothesis_settings import examples
@@ -168,6 +169,42 @@ def _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len):
     return row_result("mask_covers_assistant_spans", "s", len(offsets) - 1, rows, first, codes, text, 0)
 
 
+def _ref_shift(ids, mask, offsets, labels, policy, nl, max_len):
+    """Per row, a loop: the row breaks a rule as it stands, and its mask moved one token earlier (late) or
+    later (early) breaks neither, the bit that falls off the row's edge being 0 and the vacated token not
+    judged; completeness off is judged as all."""
+    turns = _ref_turns(labels.role, offsets)
+    opener = policy_mod.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
+    allowed = _ref_allowed(labels.role, turns, policy, opener)
+    if policy.boundary_tokens == "strict":
+        allowed = allowed & ~labels.boundary
+    judged = policy if policy.completeness != "off" else dataclasses.replace(policy, completeness="all")
+    need = _ref_allowed(labels.role, turns, judged, opener) & ~labels.boundary
+    if judged.completeness == "last":
+        need &= turns.last
+        for r in range(len(offsets) - 1):
+            lo, hi = offsets[r], offsets[r + 1]
+            if hi > lo and hi - lo >= max_len and not turns.in_turn[hi - 1]:
+                need[lo:hi] = False
+
+    def breaks(m, a, q, vacated=None):
+        q = q.copy()
+        if vacated is not None:
+            q[vacated] = False
+        return bool((m & ~a).any() or (q & ~m).any())
+
+    rows = len(offsets) - 1
+    late, early = np.zeros(rows, dtype=bool), np.zeros(rows, dtype=bool)
+    for r in range(rows):
+        lo, hi = offsets[r], offsets[r + 1]
+        m, a, q = mask[lo:hi], allowed[lo:hi], need[lo:hi]
+        if hi == lo or not m.any() or not breaks(m, a, q):
+            continue
+        late[r] = not m[0] and not breaks(np.append(m[1:], False), a, q, hi - lo - 1)
+        early[r] = not late[r] and not m[-1] and not breaks(np.insert(m[:-1], 0, False), a, q, 0)
+    return late, early
+
+
 policies = st.builds(
     MaskPolicy, content=st.booleans(), reasoning_final=st.booleans(), reasoning_earlier=st.booleans(),
     tool_calls=st.booleans(), end_of_turn=st.booleans(), newline_after_end=st.booleans(),
@@ -187,17 +224,33 @@ def test_turns_and_mask_checks_equal_per_token_formulation(chatml, alphabet, voc
     for f in ("in_turn", "index", "last", "starts", "row_of_turn"):
         np.testing.assert_array_equal(getattr(turns, f), getattr(ref_turns, f), err_msg=f)
     nl = vocab.newline_lead if data.draw(st.booleans()) else None
-    if data.draw(st.booleans()):
+    kind = data.draw(st.sampled_from(["random", "flips", "late", "early"]))
+    if kind == "random":
         mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(ids), max_size=len(ids))), dtype=bool)
     else:
         mask = policy_mod.required_tokens(ids, offsets, labels, turns, policy, max_len, nl).copy()
+        if kind != "flips" and len(ids):  # every row's mask moved one token within the row (a shifted producer)
+            moved, edge = np.zeros_like(mask), offsets[:-1] if kind == "late" else offsets[1:] - 1
+            if kind == "late":
+                moved[1:] = mask[:-1]
+            else:
+                moved[:-1] = mask[1:]
+            moved[edge[np.diff(offsets) > 0]] = False
+            mask = moved
         for p in data.draw(st.lists(st.integers(0, max(len(ids) - 1, 0)), max_size=3)) if len(ids) else []:
             mask[p] = ~mask[p]
     view = RowView(ids, mask, offsets, np.arange(len(rows)), None)
     a = SimpleNamespace(shard=SimpleNamespace(id="s", start=0))
     contract = SimpleNamespace(mask=policy, max_len=max_len)
     facts = MaskFacts(ids, nl)  # what the checks read beyond the labels
-    got_on = spans.check_mask_on_assistant_spans(view, a, labels, contract, facts)
+    # The rules themselves, the shift held apart (its folding: tests/test_mask_shift.py) ...
+    unshifted = lambda: no_shift(len(rows))  # noqa: E731
+    got_on = spans.check_mask_on_assistant_spans(view, a, labels, contract, facts, shift=unshifted)
     assert got_on == _ref_mask_on(ids, mask, offsets, labels, policy, nl)
-    got_cov = spans.check_mask_covers_assistant_spans(view, a, labels, contract, facts)
+    got_cov = spans.check_mask_covers_assistant_spans(view, a, labels, contract, facts, shift=unshifted)
     assert got_cov == _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len)
+    # ... and the shifted rows against a loop over rows that moves each mask and applies both rules.
+    shift = spans.mask_shift_of(view, labels, contract, facts)
+    ref_late, ref_early = _ref_shift(ids, mask, offsets, labels, policy, nl, max_len)
+    np.testing.assert_array_equal(shift.late, ref_late)
+    np.testing.assert_array_equal(shift.early, ref_early)
