@@ -5,7 +5,7 @@ to read; a user who must drop or fix every violating row needs all of them, in a
 reads. Each shard sends its rows as arrays (``results.RowViolations``, raw buffers on the wire), the
 reducer keeps them, and :func:`build_table` turns them into one Arrow table with numpy and Arrow
 kernels only: no Python object per row, so hundreds of thousands of rows cost well under a second
-(:func:`build_table` and :func:`write_table` for 200 K rows: ~0.1 s, ``docs/reports.md``).
+(200 K rows of 100 shards: 0.09 s to build, 0.07 s to write, 2.1 MB; ``docs/reports.md``).
 
 Columns (:data:`SCHEMA`): contract, verdict (``FAIL``; ``WARN`` for report-only contracts), row
 (global index), reason, position (first offending token in the row, -1: the whole row), token_id
