@@ -1,4 +1,4 @@
-"""The three artifacts a run leaves in --report-dir, read the way CI and people read them.
+"""The artifacts a run leaves in --report-dir, read the way CI and people read them.
 
 Real runs (`python -m pytest --dataset-path=...` in a subprocess) on the cached
 fixture dataset and on a mutant; summary.json is validated against the shipped
@@ -59,11 +59,12 @@ def failing_run(tmp_path_factory, clean_dataset, tokenizer_dir):
     return proc, report, root, mutation
 
 
-def test_clean_run_writes_three_artifacts(clean_run, clean_dataset):
+def test_clean_run_writes_its_artifacts(clean_run, clean_dataset):
     proc, report = clean_run
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert sorted(p.name for p in report.iterdir()) == ["junit.xml", "report.html", "summary.json"]
-    for name in ("summary.json", "report.html", "junit.xml"):
+    assert sorted(p.name for p in report.iterdir()) == ["junit.xml", "report.html", "summary.json",
+                                                         "violations.parquet"]
+    for name in ("summary.json", "report.html", "junit.xml", "violations.parquet"):
         assert f"report: {report / name}" in proc.stdout
 
     summary = json.loads((report / "summary.json").read_text())

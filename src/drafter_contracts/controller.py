@@ -33,6 +33,7 @@ from .report.merge import split_section
 from .report.reducer import Reducer
 from .report.shared_reasons import named
 from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, count_line, terminal_lines
+from .report.violations import build_table, listed_note
 from .results import CheckResult
 from .wire import decode_report, unpack
 
@@ -252,9 +253,13 @@ class ContractRun:
         self._hold_required(session)
         self._decode_examples(self.summary)
         report_dir = Path(session.config.getoption("report_dir")).expanduser()
+        vocab = engine.vocab
+        table = build_table(self.reducer.violations.values(), self.summary["checks"],
+                            vocab.decode if vocab is not None else None)
         try:
-            written = write_reports(self.summary, report_dir)
-            self.summary_path, self.artifacts = written[0], [str(p) for p in written]
+            written = write_reports(self.summary, report_dir, table)
+            self.summary_path, self.artifacts = written[0], [str(p) for p in written[:-1]]
+            self.artifacts.append(listed_note(written[-1], self.summary["violations"]))
         except OSError as exc:  # checked writable at the start; a full disk or a removed folder since
             self.report_error = (f"--report-dir {report_dir}: the reports cannot be written ({exc.strerror or exc}); "
                                  "the verdicts above stand, but summary.json and report.html are missing")

@@ -474,6 +474,26 @@ class Engine:
         fused = w.token_pass
         return fused.outside if fused is not None and w.id_limit == len(self.vocab.known) else None
 
+    def first_tokens(self, shard: Shard, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The id at each (global row, position in it) of the open shard: -1 for a whole-row position
+        (-1), one past the row's ids, or a shard whose ids were never read (``violations.parquet``'s token_id)."""
+        out = np.full(len(rows), -1, dtype=np.int64)
+        w = self._work
+        if (not len(rows) or w is None or w.shard != shard or "arrays" not in w.__dict__
+                or w.arrays.input_ids is None):
+            return out
+        col = w.arrays.input_ids
+        local = rows - shard.start
+        ok = (positions >= 0) & (local >= 0) & (local < len(col.offsets) - 1)
+        ok[ok] &= positions[ok] < col.lengths[local[ok]]
+        if col.null_rows is not None:
+            ok[ok] &= ~col.null_rows[local[ok]]
+        at = col.offsets[local[ok]] + positions[ok]
+        out[ok] = col.values[at]
+        if col.null_elements is not None:
+            out[np.flatnonzero(ok)[col.null_elements[at]]] = -1
+        return out
+
     def row(self, index: int) -> tuple[np.ndarray, np.ndarray | None, int | None]:
         """One row's ids, mask and seq_len (for explanations): sliced from the open shard's arrays when
         the row is in it (a shard's test explains its own rows), else a one-row shard read."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,46 @@ class Violation:
     row: int
     position: int
     reason: str
+
+
+@dataclass
+class RowViolations:
+    """Every violating row of one contract on one shard, as arrays: what ``violations.parquet`` lists.
+
+    One entry per violating row, rows ascending. Arrays rather than one :class:`Violation` per row,
+    since a shard may violate on every row and a run lists them all (``examples`` keep only
+    :data:`MAX_EXAMPLES`). ``codes`` index ``reasons``; ``token_ids`` (the id at ``positions``, -1
+    for a whole-row problem) are filled in by whoever holds the shard's ids (``Engine.first_tokens``).
+    """
+
+    check: str
+    rows: np.ndarray  # int64: global row index
+    positions: np.ndarray  # int64: first offending token position in the row, -1: the whole row
+    codes: np.ndarray  # int32: index into ``reasons``
+    reasons: list[str]
+    token_ids: np.ndarray | None = None  # int64: the id at ``positions``, -1 where there is none
+
+    @classmethod
+    def of(cls, check: str, rows: np.ndarray, positions: np.ndarray, codes: np.ndarray,
+           reason_text: dict[int, str]) -> "RowViolations":
+        """From a check's own reason codes (any integers): renumbered 0..k-1 into a reason table."""
+        used, index = np.unique(np.asarray(codes, dtype=np.int64), return_inverse=True)
+        return cls(check, np.asarray(rows, dtype=np.int64), np.asarray(positions, dtype=np.int64),
+                   index.astype(np.int32).reshape(-1), [reason_text[int(c)] for c in used])
+
+    def __len__(self) -> int:
+        return int(len(self.rows))
+
+    def to_wire(self) -> dict[str, Any]:
+        """A dict of arrays and one short list: ``wire.py`` sends the arrays as raw buffers."""
+        return {"check": self.check, "rows": self.rows, "positions": self.positions, "codes": self.codes,
+                "reasons": list(self.reasons),
+                "token_ids": self.token_ids if self.token_ids is not None else np.full(len(self.rows), -1, np.int64)}
+
+    @classmethod
+    def from_wire(cls, doc: dict[str, Any]) -> "RowViolations":
+        return cls(doc["check"], np.asarray(doc["rows"], np.int64), np.asarray(doc["positions"], np.int64),
+                   np.asarray(doc["codes"], np.int32), list(doc["reasons"]), np.asarray(doc["token_ids"], np.int64))
 
 
 @dataclass
@@ -38,14 +78,19 @@ class CheckResult:
     by_code: dict[int, int] = field(default_factory=dict, compare=False)
     #: Severity rank per reason of ``by_reason`` (0 most severe): reports list reasons in this order.
     severity: dict[str, int] = field(default_factory=dict)
+    #: Every violating row (``row_result`` / ``multi_reason_result`` fill it); travels beside the record,
+    #: in ``ShardReport.violations``, never in it.
+    listed: RowViolations | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
         return self.skipped is None and self.rows_violating == 0 and not self.message
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        del out["by_code"]
+        """The reported record (no ``by_code``, no ``listed``: those arrays would be deep-copied for nothing)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("by_code", "listed")}
+        out["by_reason"], out["severity"] = dict(self.by_reason), dict(self.severity)
+        out["examples"] = [asdict(v) for v in self.examples]
         return out
 
 
@@ -60,6 +105,8 @@ class ShardReport:
     stats: dict[str, Any] | None = None  # sums, extremes, fixed-bin histograms, sparse id counts (arrays)
     partials: dict[str, Any] = field(default_factory=dict)  # contract name -> what the shard sends it
     unread: str | None = None  # why the worker did not read the shard (damaged buffers, files changed)
+    #: Every violating row of each per-row contract that lists them (``CheckResult.listed``).
+    violations: list[RowViolations] = field(default_factory=list)
 
 
 def row_result(name: str, scope: str, rows_checked: int, rows: np.ndarray, positions: np.ndarray,
@@ -71,8 +118,10 @@ def row_result(name: str, scope: str, rows_checked: int, rows: np.ndarray, posit
     by_reason = {reason_text[int(c)]: int(k) for c, k in zip(codes, counts)}
     examples = [Violation(int(r) + row_offset, int(p), reason_text[int(c)])
                 for r, p, c in zip(rows[:MAX_EXAMPLES], positions[:MAX_EXAMPLES], reasons[:MAX_EXAMPLES])]
+    listed = (RowViolations.of(name, rows.astype(np.int64) + row_offset, positions, reasons, reason_text)
+              if len(rows) else None)
     return CheckResult(name, scope, rows_checked, int(len(rows)), by_reason, examples,
-                       by_code={int(c): int(k) for c, k in zip(codes, counts)})
+                       by_code={int(c): int(k) for c, k in zip(codes, counts)}, listed=listed)
 
 
 #: The rank of a reason no severity was given for: after every ranked one.
@@ -119,8 +168,10 @@ def multi_reason_result(name: str, scope: str, rows_checked: int, hit_rows: np.n
         others = sorted((x for x in mine if x != c), key=lambda x: (rank.get(x, UNRANKED), x))
         also = f" (also: {'; '.join(reason_text[x] for x in others)})" if others else ""
         examples.append(Violation(r + row_offset, int(positions[first[i]]), reason_text[c] + also))
+    listed = RowViolations.of(name, row_ids.astype(np.int64) + row_offset, positions[first], codes[first],
+                              reason_text)  # each row once: its most severe reason, at its first token
     return CheckResult(name, scope, rows_checked, int(len(row_ids)), by_reason, examples, by_code=by_code,
-                       severity={reason_text[c]: rank.get(c, UNRANKED) for c in by_code})
+                       severity={reason_text[c]: rank.get(c, UNRANKED) for c in by_code}, listed=listed)
 
 
 def first_per_row(token_positions: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -62,6 +62,9 @@ def check_rows(request: pytest.FixtureRequest, engine: Engine, shard: Shard) -> 
                     f"could not be evaluated ({type(exc).__name__}: {exc}); this is a drafter-contracts bug, "
                     "please report it with the shard id"))
             results.append({**_explained(engine, result), "seconds": time.perf_counter() - t0})
+            if result.listed is not None and result.skipped is None:
+                result.listed.token_ids = engine.first_tokens(shard, result.listed.rows, result.listed.positions)
+                report.violations.append(result.listed)
             if result.skipped is None and not result.ok and not result.report_only:
                 failures.append(result)
     finally:

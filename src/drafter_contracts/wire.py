@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .results import ShardReport
+from .results import RowViolations, ShardReport
 
 #: The key of the encoded blob in ``report.user_properties``.
 WIRE_KEY = "drafter_contracts.wire"
@@ -71,14 +71,17 @@ def decode(blob: tuple[bytes, list[str], list[bytes]]) -> list[tuple[str, Any]]:
 
 
 def encode_report(report: ShardReport) -> tuple[bytes, list[str], list[bytes]]:
-    """A shard's whole report as (JSON, dtypes, raw buffers)."""
+    """A shard's whole report as (JSON, dtypes, raw buffers); its violating rows (``RowViolations``: rows,
+    positions, reason codes, token ids) go as four raw buffers per contract, whatever their number."""
     return encode([("report", {"shard": report.shard, "results": report.results, "stats": report.stats,
-                               "partials": report.partials, "unread": report.unread})])
+                               "partials": report.partials, "unread": report.unread,
+                               "violations": [v.to_wire() for v in report.violations]})])
 
 
 def decode_report(blob: tuple[bytes, list[str], list[bytes]]) -> ShardReport:
     ((_, doc),) = decode(tuple(blob))
-    return ShardReport(int(doc["shard"]), doc["results"], doc["stats"], doc["partials"] or {}, doc["unread"])
+    return ShardReport(int(doc["shard"]), doc["results"], doc["stats"], doc["partials"] or {}, doc["unread"],
+                       [RowViolations.from_wire(v) for v in doc.get("violations") or []])
 
 
 def pack(report: pytest.TestReport, keys: frozenset[str], binary: frozenset[str] = frozenset()) -> None:

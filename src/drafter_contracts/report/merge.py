@@ -22,10 +22,11 @@ from ..errors import UsageProblem
 from .artifacts import write_reports
 from .reducer import Reducer
 from .summary import build_summary, terminal_lines
+from . import violations
 
 #: Top-level keys that are recomputed by the merge rather than copied from part 1.
 _REBUILT = {"schema_version", "exit_status", "figures", "profile", "checks", "split", "reducer", "timing",
-            "shards", "supervised_id_counts", "unchecked", "unreported"}
+            "shards", "supervised_id_counts", "unchecked", "unreported", "violations"}
 
 
 def split_section(engine: Any) -> dict[str, Any]:
@@ -100,6 +101,12 @@ def _validate(parts: list[tuple[Path, dict[str, Any]]]) -> int:
 
 def merge_summaries(paths: list[Path]) -> dict[str, Any]:
     """The merged summary document; raises UsageProblem for parts that do not make one run."""
+    return merge_parts(paths)[0]
+
+
+def merge_parts(paths: list[Path]) -> tuple[dict[str, Any], Any]:
+    """The merged summary document and the parts' violations.parquet as one table; raises UsageProblem
+    for parts that do not make one run (a row two parts list included)."""
     if not paths:
         raise UsageProblem("merge-reports: no summary.json given")
     parts = sorted(((Path(p), _load(Path(p))) for p in paths), key=lambda pd: pd[1]["split"]["k"])
@@ -135,7 +142,14 @@ def merge_summaries(paths: list[Path]) -> dict[str, Any]:
     _note_global_checks(summary, n)
     _carry_excerpts(summary, parts)
     summary["exit_status"] = 1 if any(c["verdict"] in ("fail", "incomplete") for c in summary["checks"].values()) else 0
-    return summary
+    table, missing = violations.merge_tables(parts)
+    listed = summary["violations"]
+    if missing:  # their rows are not in the merged file: say which parts and which contracts, never pass quietly
+        listed["missing_parts"] = missing
+        have = {u["contract"] for u in listed["unlisted"]}
+        listed["unlisted"] += [u for u in violations.missing_unlisted(parts, missing) if u["contract"] not in have]
+    listed["rows"] = table.num_rows
+    return summary, table
 
 
 def _once_checks() -> frozenset[str]:
@@ -181,14 +195,18 @@ def _note_global_checks(summary: dict[str, Any], n: int) -> None:
 def merge_reports(out_dir: Path, paths: list[Path], echo=print) -> int:
     """The ``merge-reports`` command: 0 all contracts hold, 1 a contract is violated, 4 the parts do not fit."""
     try:
-        summary = merge_summaries(paths)
+        summary, table = merge_parts(paths)
     except UsageProblem as exc:
         echo(f"merge-reports: error: {exc}")
         return 4
-    target, *reports = write_reports(summary, Path(out_dir))
+    target, *reports, listed = write_reports(summary, Path(out_dir), table)
     for line in terminal_lines(summary):
         echo(line)
+    for m in summary["violations"].get("missing_parts", []):
+        echo(f"WARNING: part {m['k']}/{m['n']} ({m['summary']}): {m['why']}; "
+             f"its violating rows are not in {violations.FILE_NAME} (summary.json's violations.missing_parts)")
     echo(f"merged {summary['split']['merged_parts']} parts -> {target}")
     for path in reports:
         echo(f"report: {path}")
+    echo(f"report: {violations.listed_note(listed, summary['violations'])}")
     return summary["exit_status"]

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..results import ShardReport
+from ..results import RowViolations, ShardReport
 from ..checks import accumulators
 from ..checks.accumulators import total
 from ..checks.stats import SEQ_LEN_BINS_PER_OCTAVE, SEQ_LEN_EDGES, SHARE_BINS
@@ -61,6 +61,11 @@ class Reducer:
     #: those contracts judge each part, ``per_part``).
     folded: dict[str, Any] = field(default_factory=dict)
     _folded_shards: dict[str, set[int]] = field(default_factory=dict)
+    #: Every violating row each shard listed, by (contract, shard): violations.parquet's rows (a re-run
+    #: shard once). Arrays only: a few bytes a row however many rows violate.
+    violations: dict[tuple[str, int], RowViolations] = field(default_factory=dict)
+    #: Rows listed per contract: kept in summary.json's state, so a merge knows them without the arrays.
+    listed: dict[str, int] = field(default_factory=dict)
 
     # --- add -------------------------------------------------------------------------------
 
@@ -73,8 +78,18 @@ class Reducer:
             self.stats[report.shard] = stats
         for name, value in report.partials.items():
             self._add_partial(name, report.shard, value)
+        for listed in report.violations:
+            self.add_violations(report.shard, listed)
         for result in report.results:
             self.add_result(result, outcome_of(result), None, float(result.get("seconds", 0.0)))
+
+    def add_violations(self, shard: int, listed: RowViolations) -> None:
+        """One contract's violating rows in one shard (a shard listed again is not counted twice)."""
+        key = (listed.check, shard)
+        if key in self.violations or not len(listed):
+            return
+        self.violations[key] = listed
+        self.listed[listed.check] = self.listed.get(listed.check, 0) + len(listed)
 
     def _add_partial(self, name: str, shard: int, value: Any) -> None:
         """Kept by shard, or folded into the contract's running state (``Spec.fold``; a re-run shard once)."""
@@ -148,6 +163,11 @@ class Reducer:
             self._count_parts -= 1  # add_counts counted the merged block as one more part
         for name, by_shard in other.partials.items():
             self.partials.setdefault(name, {}).update(by_shard)
+        for (_, shard), listed in other.violations.items():
+            self.add_violations(shard, listed)
+        if not other.violations:  # a part read back from its summary: its counts, without the arrays
+            for name, n in other.listed.items():
+                self.listed[name] = self.listed.get(name, 0) + n
         for name, theirs in other.checks.items():
             mine = self.checks.get(name)
             if mine is None:
@@ -249,7 +269,8 @@ class Reducer:
     def to_state(self) -> dict[str, Any]:
         """What summary.json keeps for ``merge-reports`` beside its ``shards`` and ``supervised_id_counts``:
         every contract's entry (counts, reasons, lowest examples, messages)."""
-        return {"checks": {name: _plain_entry(c) for name, c in self.checks.items()}}
+        return {"checks": {name: _plain_entry(c) for name, c in self.checks.items()},
+                "listed": dict(sorted(self.listed.items()))}
 
     @classmethod
     def from_summary(cls, doc: dict[str, Any]) -> "Reducer":
@@ -263,6 +284,7 @@ class Reducer:
                                                   "counts": np.asarray(counts["counts"], np.int64)})
         for name, c in doc["reducer"]["checks"].items():
             r.checks[name] = _copy_entry(c)
+        r.listed = {name: int(n) for name, n in (doc["reducer"].get("listed") or {}).items()}
         return r
 
 

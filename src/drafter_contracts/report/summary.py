@@ -18,6 +18,7 @@ from ..results import ordered_reasons
 from .shared_reasons import reason_items, shared
 from .headline import clauses, headline
 from .reducer import MAX_SUMMARY_EXAMPLES, Reducer
+from .violations import section as violations_section
 
 #: 3: the reducer's state (``reducer``) replaces the replayable test records (``raw``); merge-reports
 #: reads version 3 parts only.
@@ -53,6 +54,11 @@ def _check_entry(name: str, c: dict[str, Any]) -> dict[str, Any]:
         "global": bool(c.get("global")),  # decided at the controller over every shard it saw
         **({"figures": c["figures"]} if c.get("figures") else {}),  # what the reports draw (registry.Verdict)
     }
+
+
+def _scope(name: str) -> str | None:
+    declared = spec(name)
+    return declared.scope.value if declared is not None else None
 
 
 def _unit(name: str) -> str:
@@ -103,6 +109,8 @@ def build_summary(meta: dict[str, Any], reducer: Reducer, num_shards: int, exit_
         "shards": shards,
         "unchecked": list(unchecked or []),
         "unreported": list(unreported or []),
+        # Every violating row is in violations.parquet beside this file; examples keep the lowest few.
+        "violations": violations_section(checks, reducer.listed, _scope),
         "reducer": reducer.to_state(),
     }
 
