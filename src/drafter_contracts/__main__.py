@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--rows", type=int, default=2000, help="rows of the demo dataset (default 2000)")
     demo.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     demo.add_argument("--report-dir", default="reports", metavar="DIR",
-                      help="where the demo's contract, summary.json, report.html and junit.xml go "
+                      help="where the demo's contract, summary.json, violations.parquet, report.html and junit.xml go "
                            "(default: reports/ in the current folder; printed as an absolute path)")
     merge = sub.add_parser("merge-reports", help="join the summary.json files of a --split K/N run into one verdict",
                            description="Exit status: 0 every contract holds, 1 a contract is violated, "

@@ -79,7 +79,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--shard-size", metavar="ROWS", help="rows per shard (the unit xdist spreads)")
     g.addoption("--max-shard-tokens", metavar="N", help="tokens per shard at most (bounds a worker's memory)")
     g.addoption("--report-dir", metavar="DIR", default="reports",
-                help="where summary.json, report.html and junit.xml go (default: reports/)")
+                help="where summary.json, violations.parquet, report.html and junit.xml go (default: reports/)")
     g.addoption("--only-failing", action="store_true", default=False,
                 help="the terminal summary lists only failing, incomplete and required-but-unchecked contracts "
                      "(the verdict line still counts every contract)")
