@@ -160,3 +160,31 @@ def test_init_refuses_a_shifted_dataset_in_one_line(shifted_right, tokenizer_dir
     message = str(refused.value)
     assert "\n" not in message and "the loss_mask is shifted one token right (late)" in message
     assert not (tmp_path / "contract.toml").exists()
+
+
+# --------------------------------------------------------------------------- which rows are decoded
+
+def test_the_decoded_rows_show_each_reason_before_more_of_one():
+    from drafter_contracts.results import Violation, shown_examples
+
+    shift, user = SHIFT_TEXT[LATE], "user token supervised"
+    examples = [Violation(r, 1, f"{shift}; as it stands: x") for r in (3, 5, 7, 9)] + [Violation(40, 2, user)]
+    by_reason, severity = {shift: 4, user: 1}, {shift: 0, user: 1}
+    pick = lambda n: [v.row for v in shown_examples(examples, n, by_reason, severity,  # noqa: E731
+                                                    lambda v: v.reason, lambda v: v.row)]
+    assert pick(3) == [3, 5, 40] and pick(1) == [3] and pick(0) == [] and pick(9) == [3, 5, 7, 9, 40]
+
+
+def test_a_shift_and_a_leak_in_one_dataset_both_reach_the_decoded_rows(clean_dataset, contract, vocab, tmp_path):
+    from drafter_contracts.explain import format_failure
+
+    src, shifted = clean_dataset, set()
+    for seed in range(6):
+        shifted |= set(MUTANTS["mask_shift_right"](src, tmp_path / f"s{seed}", seed).rows)
+        src = tmp_path / f"s{seed}"
+    leaked = set(MUTANTS["mask_user_text"](src, tmp_path / "m", 0).rows)
+    engine = Engine(open_dataset(str(tmp_path / "m")), contract, vocab)
+    failing = [r for r in (engine.shard_check(s, "mask_on_assistant_spans") for s in engine.shards) if not r.ok]
+    decoded = {int(line.split()[1]) for r in failing for line in format_failure(r, engine).splitlines()
+               if line.startswith("  row ")}
+    assert decoded & leaked and decoded & shifted, (decoded, leaked, shifted)

@@ -34,7 +34,7 @@ from .report.reducer import Reducer
 from .report.shared_reasons import named
 from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, count_line, terminal_lines
 from .report.violations import build_table, listed_note
-from .results import CheckResult
+from .results import CheckResult, shown_examples
 from .wire import decode_report, unpack
 
 
@@ -201,12 +201,13 @@ class ContractRun:
         for name, c in summary["checks"].items():
             declared = registry.spec(name)
             shown = c["verdict"] in ("fail", "warn") and (declared is None or declared.decodable)
-            for i, ex in enumerate(c["examples"]):
-                if not shown or i >= wanted:
+            chosen = shown_examples(c["examples"], wanted if shown else 0,
+                                    c.get("by_reason", {}), c.get("severity", {}),
+                                    lambda e: e.get("reason", ""), lambda e: e["row"])
+            for ex in c["examples"]:
+                if not any(ex is x for x in chosen):
                     ex.pop("excerpt", None)
-            if not shown:
-                continue
-            for ex in c["examples"][:wanted]:
+            for ex in chosen:
                 if "excerpt" in ex:
                     continue
                 try:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .checks import registry
 from .config import Contract
-from .results import CheckResult, Violation, ordered_reasons
+from .results import CheckResult, Violation, ordered_reasons, shown_examples
 from .spans.excerpt import LEGEND, Window, render_segments, window
 from .spans.labels import Labels
 from .spans.turns import MaskFacts
@@ -96,7 +96,8 @@ def format_failure(result: CheckResult, engine) -> str:
         lines.extend(f"  row {v.row}{f' (position {v.position:,})' if v.position >= 0 else ''}: {v.reason}"
                      for v in result.examples[:engine.examples])
         return "\n".join(lines)
-    shown = result.examples[:engine.examples]
+    shown = shown_examples(result.examples, engine.examples, result.by_reason, result.severity,
+                           lambda v: v.reason, lambda v: v.row)
     for v in shown:
         e = explain_violation(result, v, engine)
         where = f"token {v.position}" if v.position >= 0 else "whole row"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -172,6 +172,33 @@ def multi_reason_result(name: str, scope: str, rows_checked: int, hit_rows: np.n
                               reason_text)  # each row once: its most severe reason, at its first token
     return CheckResult(name, scope, rows_checked, int(len(row_ids)), by_reason, examples, by_code=by_code,
                        severity={reason_text[c]: rank.get(c, UNRANKED) for c in by_code}, listed=listed)
+
+
+def shown_examples(examples: list[Any], n: int, by_reason: dict[str, int], severity: dict[str, int] | None,
+                   reason_of: Callable[[Any], str], row_of: Callable[[Any], int]) -> list[Any]:
+    """The ``n`` violating rows to decode: the lowest row of each reason first (the most severe reasons
+    first: :func:`ordered_reasons`), then the lowest rows; in row order.
+
+    The lowest rows alone can all be one reason (eight shifted rows hide the user text a fourth row
+    supervises); one of each shows every kind of fault the contract found. Which rows depends on the
+    rows and reasons only, never on the sharding. An example's reason may carry more after its reason
+    (``(also: ...)``, ``; as it stands: ...``): it counts under the longest reason it starts with.
+    """
+    if n <= 0:
+        return []
+    ordered = sorted(examples, key=row_of)
+    reasons = [r for r, _ in ordered_reasons(by_reason, severity)]
+    names = sorted(reasons, key=len, reverse=True)
+    picked: list[Any] = []
+    for reason in reasons:
+        if len(picked) >= n:
+            break
+        own = next((e for e in ordered if next((r for r in names if reason_of(e).startswith(r)), None) == reason),
+                   None)
+        if own is not None and not any(own is x for x in picked):
+            picked.append(own)
+    picked += [e for e in ordered if not any(e is x for x in picked)][:n - len(picked)]
+    return sorted(picked, key=row_of)
 
 
 def first_per_row(token_positions: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

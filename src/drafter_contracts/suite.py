@@ -17,7 +17,7 @@ from .explain import format_failure
 from .integrity import CHECK as INTEGRITY_CHECK
 from .report.excerpts import decoded_example
 from .report.summary import REPORT_KEY, RESULT_KEY
-from .results import CheckResult, ShardReport
+from .results import CheckResult, ShardReport, shown_examples
 from .wire import encode_report
 
 
@@ -97,7 +97,8 @@ def _explained(engine: Engine, result: CheckResult) -> dict:
     declared = registry.spec(result.check)
     if result.skipped or not result.examples or declared is None or not declared.decodable:
         return out
-    for ex in sorted(out["examples"], key=lambda e: e["row"])[:engine.examples]:  # --examples N
+    for ex in shown_examples(out["examples"], engine.examples, out["by_reason"], out["severity"],
+                             lambda e: e["reason"], lambda e: e["row"]):  # --examples N
         try:
             ex["excerpt"] = decoded_example(engine, ex["row"], ex["position"], result.check, ex.get("reason", ""))
         except Exception as exc:  # an explanation must never cost the shard's verdicts
