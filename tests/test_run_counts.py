@@ -38,6 +38,18 @@ def test_the_counts_add_up_in_one_line(clean_run) -> None:
     line = next(x for x in proc.stdout.splitlines() if x.startswith("counts "))
     assert f"{n['contracts']} contracts = {n['per_row']} per-row" in line and f"= {results} results" in line
     assert f"of {n['contracts']} contracts violated" in proc.stdout  # the verdict line counts the same contracts
+    kept = n["whole_dataset"] - n["verdicts_reported"]
+    assert (f"({kept} whole-dataset skip" in line) == (kept > 0), line
+
+
+def test_the_counts_line_names_whole_dataset_verdicts_that_are_no_test() -> None:
+    from drafter_contracts.report.summary import count_line
+
+    n = {"contracts": 27, "per_row": 14, "dataset_level": 6, "whole_dataset": 7, "shard_tests": 1,
+         "tests_collected": 7, "verdicts_reported": 6, "pytest_results": 13}
+    assert count_line(n).endswith("= 13 results (1 whole-dataset skip in the verdict line and summary.json alone: "
+                                  "nothing to check, no test)")
+    assert count_line({**n, "verdicts_reported": 7, "pytest_results": 14}).endswith("= 14 results")
 
 
 def test_ids_and_columns_are_not_counted_as_rows(clean_run) -> None:

@@ -299,8 +299,11 @@ def _row_figure_lines(f: dict[str, Any]) -> list[str]:
 def count_line(n: dict[str, int]) -> str:
     """One line that reconciles the run's counts: the contracts on the verdict line, the tests pytest collected
     and the results pytest reports (``ContractRun._counts``); docs/reports.md says the same in prose."""
+    kept = n["whole_dataset"] - n["verdicts_reported"]  # whole-dataset contracts that had nothing to check
     return (f"counts    {n['contracts']} contracts = {n['per_row']} per-row (each run in every shard's test; "
             f"{n['shard_tests']} shard test{'' if n['shard_tests'] == 1 else 's'}) + {n['dataset_level']} "
             f"dataset-level (a test each) + {n['whole_dataset']} whole-dataset (decided after the shards); "
             f"pytest: {n['tests_collected']} tests selected + {n['verdicts_reported']} whole-dataset verdicts "
-            f"reported as tests = {n['pytest_results']} results")
+            f"reported as tests = {n['pytest_results']} results"
+            + (f" ({kept} whole-dataset skip{'' if kept == 1 else 's'} in the verdict line and summary.json "
+               f"alone: nothing to check, no test)" if kept > 0 else ""))
