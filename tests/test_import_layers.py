@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "results", "paths", "allocator", "hypothesis_settings", "wire", "contract_families", "option_values",
               "toml_text", "decoded_rows")),
     ("data", ("dataset", "columns", "layouts", "layout_rows", "source_files", "vocab", "kernels", "kernels_numpy",
-              "tokenizer_source", "builtin_tokenizer", "trl_templates", "checks.view")),
+              "kernel_codes", "tokenizer_source", "builtin_tokenizer", "trl_templates", "checks.view")),
     ("spans", ("spans",)),
     ("policy", ("conventions", "config", "checks.policy")),
     ("checks", ("checks", "integrity", "draftvocab", "hidden", "completeness", "maskers", "strategies")),
