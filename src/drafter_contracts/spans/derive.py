@@ -14,13 +14,13 @@ is cached per template and vocabulary under the cache root.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..paths import JsonCache
 from ..vocab import Vocabulary
+from .cache_code import SPANS_CODE
 from .labels import Role
 from .prefix import common_prefix_length
 from .profile import CompiledProfile, Header, Pair, SubSpan, TemplateProfile
@@ -335,9 +335,8 @@ def _self_check(vocab: Vocabulary, profile: TemplateProfile, probe: Render, conv
 # --------------------------------------------------------------------------- cache
 
 def _cache(vocab: Vocabulary) -> JsonCache:
-    here = Path(__file__).parent
     return JsonCache.keyed("profiles", "derived", (vocab.fingerprint, vocab.chat_template or "", str(DERIVE_VERSION)),
-                           code=(here / "derive.py", here / "profile.py"))  # no stale learning
+                           code=SPANS_CODE)  # no stale learning
 
 
 def cached_derivation(vocab: Vocabulary) -> TemplateProfile:

@@ -16,7 +16,6 @@ workers and later runs read the cached profile.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from ..errors import UsageProblem
 from ..paths import JsonCache
 from ..vocab import Vocabulary
 from .builtin import ALIASES, BUILTINS, MissingToken, available_builtins, builtin_profile
+from .cache_code import SPANS_CODE
 from .derive import DerivationFailed, cached_derivation
 from .labels import Labels
 from .prefix import common_prefix_length
@@ -76,15 +76,9 @@ class SpanOracle:
                 "generation_prompts": [list(p) for p in self.prompts]}
 
 
-#: What a cached choice depends on besides the tokenizer: the labelling and verification code.
-CODE = tuple(Path(__file__).parent / name for name in (
-    "resolve.py", "builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py",
-    "relax.py", "prefix.py"))
-
-
 def _cache(vocab: Vocabulary, name: str) -> JsonCache:
     return JsonCache.keyed("profiles", "oracle",
-                           (vocab.fingerprint, vocab.chat_template or "", name, str(RESOLVE_VERSION)), code=CODE)
+                           (vocab.fingerprint, vocab.chat_template or "", name, str(RESOLVE_VERSION)), code=SPANS_CODE)
 
 
 def _display(name: str) -> str:
