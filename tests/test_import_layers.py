@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from test_layers import MODULES, SRC, imports
+from test_layers import MODULES, SRC, from_name, package_of
 
 #: Bottom up. A module belongs to the layer of its longest matching prefix (relative to the package).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "results", "paths", "allocator", "hypothesis_settings", "wire", "contract_families", "option_values",
               "toml_text", "decoded_rows")),
     ("data", ("dataset", "columns", "layouts", "layout_rows", "source_files", "vocab", "kernels", "kernels_numpy",
-              "tokenizer_source", "builtin_tokenizer", "trl_templates", "checks.view")),
+              "kernel_codes", "tokenizer_source", "builtin_tokenizer", "trl_templates", "checks.view")),
     ("spans", ("spans",)),
     ("policy", ("conventions", "config", "checks.policy")),
     ("checks", ("checks", "integrity", "draftvocab", "hidden", "completeness", "maskers", "strategies")),
@@ -55,6 +55,31 @@ def layer_of(module: str) -> int | None:
     return None if best is None else best[0]
 
 
+def _is_module(dotted: str) -> bool:
+    """Whether an absolute dotted name inside the package is one of its modules or subpackages."""
+    if not dotted.startswith("drafter_contracts."):
+        return False
+    path = SRC.joinpath(*dotted.split(".")[1:])
+    return path.with_suffix(".py").is_file() or path.is_dir()
+
+
+def imported_modules(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in ``source``, a module of ``package``. ``from .. import X`` and
+    ``from .pkg import X`` count as imports of the module ``X`` where X is one: the statement itself names only
+    the package (the root has no layer), and the layer of the module it brings in would go unchecked."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            name = from_name(node, package)
+            modules = [f"{name}.{alias.name}" for alias in node.names if _is_module(f"{name}.{alias.name}")]
+            out += [(node.lineno, module) for module in modules]
+            if len(modules) < len(node.names):  # names defined in the package's module itself
+                out.append((node.lineno, name))
+    return out
+
+
 def upward(module: str, found: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """(line, imported module) of each import of ``module`` that reaches a layer above its own."""
     me = layer_of(module)
@@ -82,7 +107,7 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     new, seen = [], set()
     for path in MODULES:
         module = module_name(path)
-        for line, name in upward(module, imports(path)):
+        for line, name in upward(module, imported_modules(path.read_text("utf-8"), package_of(path))):
             hit = known(module, name)
             if hit is None:
                 new.append(f"{path.relative_to(SRC)}:{line} imports {name} "
@@ -102,6 +127,15 @@ def test_an_upward_import_inside_a_function_is_caught(tmp_path: Path) -> None:
     assert upward("spans.throwaway", found) == [(2, "engine")]
     assert known("spans.throwaway", "engine") is None
     assert upward("report.throwaway", found) == []  # downward: allowed
+
+
+def test_a_module_imported_from_its_package_is_checked_at_its_own_layer() -> None:
+    """``from .. import engine`` names the root package, which has no layer; the module it brings in has one."""
+    source = "from .. import engine, errors\nfrom . import labels\nfrom ..paths import JsonCache\n"
+    found = imported_modules(source, "drafter_contracts.spans")
+    assert found == [(1, "drafter_contracts.engine"), (1, "drafter_contracts.errors"),
+                     (2, "drafter_contracts.spans.labels"), (3, "drafter_contracts.paths")]
+    assert upward("spans.throwaway", found) == [(1, "engine")]
 
 
 @pytest.mark.parametrize("module", ["errors", "spans.generic", "checks.policy", "checks.view", "report.html",

@@ -22,11 +22,13 @@ from drafter_contracts.spans.labels import Labels, Role, TurnProblem
 
 def test_codes_mirror_the_enums():
     """The C files compile role and problem codes as plain ints: each must equal its enum member
-    (kernels.py's mirror of _kernels.c, and _labeller.c's own enums, read from its source)."""
+    (kernel_codes.py's mirror of _kernels.c, and _labeller.c's own enums, read from its source)."""
     import re
     from pathlib import Path
 
-    assert kernels.ASSISTANT_END == Role.ASSISTANT_END
+    from drafter_contracts import kernel_codes
+
+    assert kernel_codes.ASSISTANT_END == Role.ASSISTANT_END
     source = (Path(__file__).resolve().parents[1] / "src" / "drafter_contracts" / "_labeller.c").read_text()
     found = re.findall(r"\b([LP])_([A-Z_]+) = (\d+)", source)
     assert {prefix for prefix, _, _ in found} == {"L", "P"} and len(found) >= 15, found

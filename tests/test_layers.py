@@ -24,20 +24,28 @@ EXTRAS = {
 }
 
 
+def package_of(path: Path) -> str:
+    """The absolute name of the package a module file of ``src/`` lies in."""
+    return ".".join(("drafter_contracts", *path.relative_to(SRC).parent.parts))
+
+
+def from_name(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a ``from ... import`` statement in ``package`` names, relative ones resolved."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imports(path: Path) -> list[tuple[int, str]]:
     """(line, absolute module name) of every import in the file, relative ones resolved."""
-    package = ".".join(("drafter_contracts", *path.relative_to(SRC).parent.parts))
+    package = package_of(path)
     out = []
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
         if isinstance(node, ast.Import):
             out += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module or ""
-            out.append((node.lineno, name))
+            out.append((node.lineno, from_name(node, package)))
     return out
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drafter_contracts.dataset import Shard, open_dataset, parse_split, plan_shards, shard_groups
+from drafter_contracts.dataset import Shard, open_dataset, plan_shards, shard_groups
 from drafter_contracts.errors import UsageProblem
+from drafter_contracts.option_values import parse_split
 
 
 @pytest.mark.parametrize("text,expected", [("1/1", (1, 1)), ("2/3", (2, 3)), (" 3 / 3 ", (3, 3)), ("10/12", (10, 12))])

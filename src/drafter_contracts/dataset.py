@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
-import re
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -53,15 +52,6 @@ def plan_shards(num_rows: int, shard_size: int, row_lengths: np.ndarray | None =
         shards.append(Shard(len(shards), start, stop))
         start = stop
     return shards
-
-
-def parse_split(text: str) -> tuple[int, int]:
-    """``"K/N"`` -> (K, N) with 1 <= K <= N; anything else is a usage error."""
-    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
-    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-        raise UsageProblem(f"--split {text}: expected K/N with 1 <= K <= N (run K of N machines, e.g. --split 2/3); "
-                           "to pick a DatasetDict split use --dataset-split NAME")
-    return int(m.group(1)), int(m.group(2))
 
 
 def shard_groups(shards: list[Shard], row_lengths: np.ndarray | None, n: int) -> list[list[Shard]]:

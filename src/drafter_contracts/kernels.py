@@ -42,10 +42,6 @@ KERNELS_ENV = "DRAFTER_CONTRACTS_KERNELS"
 #: What the numpy references cost against the compiled loops on the benchmark (docs/reliability.md).
 NUMPY_SLOWDOWN = "about 12x slower per token (docs/reliability.md)"
 
-# The role code _kernels.c reads (assistant_turns), as it spells it; spans/labels.py holds the enum
-# and tests/test_kernels.py checks that this mirrors it (and _labeller.c's codes, in its source).
-ASSISTANT_END = 8
-
 #: What ``dc_abi_version`` must return: raised with every change of a kernel's signature or of ``dc_profile``.
 ABI_VERSION = 9
 _P, _I64, _I32, _U64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_uint64

@@ -7,9 +7,7 @@ the same outputs filled in place, so every caller and every result is unchanged:
 time differs (docs/reliability.md measures it). ``DRAFTER_CONTRACTS_KERNELS=numpy`` picks
 this path on purpose (the tests run the suite on it).
 
-These are whole-array formulations, no Python loop per row or token. Where the package
-already states a kernel in numpy for its tests (``checks.content.role_runs``,
-``checks.view.mask_prefix_reference``), that statement is used; tests/test_kernels.py holds
+These are whole-array formulations, no Python loop per row or token; tests/test_kernels.py holds
 both backends to each other bit for bit. The span labeller's numpy statement is
 ``spans.generic.label``, which ``spans.labeller`` runs when the library is not there.
 """
@@ -17,6 +15,8 @@ both backends to each other bit for bit. The span labeller's numpy statement is
 from __future__ import annotations
 
 import numpy as np
+
+from .kernel_codes import ASSISTANT_END
 
 
 def drain_counts(counts: np.ndarray, ids_out: np.ndarray, counts_out: np.ndarray) -> None:
@@ -100,8 +100,6 @@ def run_totals(role: np.ndarray, start: np.ndarray, end: np.ndarray, prefix: np.
 def assistant_turns(role: np.ndarray, start: np.ndarray, end: np.ndarray, row_first: np.ndarray,
                     is_turn: np.ndarray, turn_start: np.ndarray, turn_end: np.ndarray, closed: np.ndarray) -> int:
     """Turns: maximal sequences of ``is_turn`` runs, cut at row starts; closed when one holds an ASSISTANT_END run."""
-    from .kernels import ASSISTANT_END
-
     turn = is_turn.view(np.uint8)[role] != 0
     prev = np.zeros(len(turn), dtype=bool)
     prev[1:] = turn[:-1]

@@ -19,3 +19,13 @@ def parse_int(raw: str | None, option: str, lowest: int = 0, example: int = 4096
     if value < lowest:
         raise UsageProblem(f"{option} {raw}: must be >= {lowest}")
     return value
+
+
+def parse_split(text: str) -> tuple[int, int]:
+    """``--split K/N`` -> (K, N) with 1 <= K <= N; anything else is a usage error, naming the option that picks
+    a DatasetDict split (the likelier intent of ``--split train``)."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise UsageProblem(f"--split {text}: expected K/N with 1 <= K <= N (run K of N machines, e.g. --split 2/3); "
+                           "to pick a DatasetDict split use --dataset-split NAME")
+    return int(m.group(1)), int(m.group(2))

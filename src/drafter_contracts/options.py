@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from . import option_help
 from .contract_families import families
 from .decoded_rows import DEFAULT_EXAMPLES
 from .option_help import listed, listed_append
-from .option_values import parse_int
+from .option_values import parse_int, parse_split
 
 PLUGIN = "drafter_contracts.plugin"
 BUILTIN_MASKERS = ("hf", "speculators")
@@ -184,7 +183,6 @@ def run_options(config: pytest.Config) -> RunOptions:
 def parse_values(config: pytest.Config, opts: RunOptions) -> None:
     """Typed values from the raw strings (no file is touched)."""
     from .config import parse_mask_overrides
-    from .errors import UsageProblem
 
     opt = config.getoption
     over: dict[str, Any] = {}
@@ -206,11 +204,7 @@ def parse_values(config: pytest.Config, opts: RunOptions) -> None:
     examples = parse_int(opt("examples"), "--examples", 0, example=10)
     opts.examples = DEFAULT_EXAMPLES if examples is None else examples
     if opt("split") is not None:
-        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", opt("split"))
-        if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
-            raise UsageProblem(f"--split {opt('split')}: expected K/N with 1 <= K <= N (run K of N machines, "
-                               "e.g. --split 2/3); to pick a DatasetDict split use --dataset-split NAME")
-        opts.split = (int(m.group(1)), int(m.group(2)))
+        opts.split = parse_split(opt("split"))
     opts.report_dir = Path(opt("report_dir")).expanduser().resolve()
     opts.families = {f.name: f.parse_options(config) for f in families() if f.parse_options is not None}
 

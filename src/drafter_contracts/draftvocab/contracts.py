@@ -25,8 +25,7 @@ from ..checks.token_freq import FILE_NAME as TOKEN_FREQ, load_token_freq
 from ..results import CheckResult
 from ..spans.labels import Role
 from .files import DraftMapping, fingerprint
-from .family import NAME
-from .policy import VocabPolicy
+from .policy import NAME, VocabPolicy
 from .rule import dense, expected_selection
 
 CONSISTENT, MATCHES, COVERAGE = "vocab_mapping_consistent", "vocab_mapping_matches_data", "draft_vocab_coverage"
@@ -247,7 +246,7 @@ def _reduce_matches(run) -> Verdict | CheckResult:
 # --------------------------------------------------------------------------- coverage
 
 
-def _covered_table(e, m: DraftMapping) -> np.ndarray:
+def covered_table(e, m: DraftMapping) -> np.ndarray:
     """Bool per id, True for the draft vocabulary, with a False sentinel last: ``np.take(mode="clip")`` sends
     ids beyond it (unknown ids, a t2d shorter than the data's range) there, uncovered."""
     src = e.inputs.get(NAME)
@@ -270,7 +269,7 @@ def shard_coverage(e, shard) -> dict[str, Any] | None:
     view = w.view
     if view.mask is None:
         return None
-    covered = np.take(_covered_table(e, m), view.ids, mode="clip")
+    covered = np.take(covered_table(e, m), view.ids, mode="clip")
     missed = np.flatnonzero(np.greater(view.mask, covered))  # supervised and not in the draft vocabulary
     per_row_sup = view.supervised_per_row
     row_of = np.searchsorted(view.offsets, missed, side="right") - 1
@@ -359,7 +358,7 @@ def _special_tokens_lost(e, data: np.ndarray, ids: np.ndarray, inside: np.ndarra
 def coverage_verdict(e, data: np.ndarray, m: DraftMapping, parts: list[dict], stats: list[dict]) -> Verdict:
     """Overall from the exact counts; per role and per row from the shards' partials."""
     policy = _policy(e)
-    table = _covered_table(e, m)
+    table = covered_table(e, m)
     total = int(data.sum())
     ids = np.flatnonzero(data)
     inside = np.take(table, ids, mode="clip")

@@ -1,7 +1,8 @@
 """The draft-vocabulary family as the core sees it (``contract_families.ContractFamily``): ``--vocab-mapping``, the
 ``[vocab]`` table, the mapping its contracts read, its report.html section and what init pins (``pins``).
 
-Standard library at module level only: the entry point reads ``add_options`` in every pytest run.
+Standard library at module level only (``policy.py`` is too): the entry point reads ``add_options`` in every
+pytest run.
 """
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract_families import ContractFamily, InitHooks
-
-#: ``Engine.inputs`` key of the mapping source (always there: an absent mapping skips the contracts, saying why).
-NAME = "draft_vocab"
+from .policy import NAME, VocabPolicy, check_mapping_path, parse_policy
 
 
 def add_options(group: Any) -> None:
@@ -27,22 +26,16 @@ def parse_options(config: Any) -> str | None:
 
 def check_options(config: Any, option: str | None, contract: Any) -> None:
     if option:
-        from .policy import check_mapping_path
-
         check_mapping_path(option, "--vocab-mapping")
 
 
 def open_input(config: Any, option: str | None, dataset: Any, contract: Any) -> Any:
     from .files import locate
 
-    from .policy import VocabPolicy
-
     return locate(dataset.path, option, contract.families.get(NAME) or VocabPolicy())
 
 
 def parse_table(body: Any, where: str, contract_file: Path | None) -> Any:
-    from .policy import parse_policy
-
     return parse_policy(body, where, contract_file)
 
 
@@ -63,8 +56,6 @@ def init_option(args: Any) -> str | None:
 
 def check_init_option(option: str | None) -> None:
     if option:
-        from .policy import check_mapping_path
-
         check_mapping_path(option, "init --vocab-mapping")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..toml_text import key_line
-from .contracts import _covered_table, mapping_state, shard_coverage
+from .contracts import covered_table, mapping_state, shard_coverage
 from .files import fingerprint, locate
 from .policy import VocabPolicy
 
@@ -43,7 +43,7 @@ def pins(engine: Any, partials: list[dict[str, Any] | None], mapping: str | None
         return None
     if m is None or why is not None:
         return {"problem": "; ".join(problems) or why}
-    table = _covered_table(engine, m)
+    table = covered_table(engine, m)
     total = covered = 0
     lowest = 1.0
     for part in parts:

@@ -13,6 +13,10 @@ from typing import Any, Mapping
 
 from ..errors import UsageProblem
 
+#: The family's name: the key of its policy in ``Contract.families`` and of its mapping in ``Engine.inputs``
+#: (always there: an absent mapping skips the contracts, saying why). Here, below the family, its contracts
+#: and its init pins, so each reads it without importing another.
+NAME = "draft_vocab"
 #: Producers whose selection rule ``rule.py`` knows; "auto": by the file format (.npy pair: speculators,
 #: .pt dict: SpecForge).
 PRODUCERS = ("auto", "speculators", "specforge")

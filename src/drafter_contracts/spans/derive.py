@@ -14,14 +14,15 @@ is cached per template and vocabulary under the cache root.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..paths import JsonCache
 from ..vocab import Vocabulary
+from .cache_code import SPANS_CODE
 from .labels import Role
+from .prefix import common_prefix_length
 from .profile import CompiledProfile, Header, Pair, SubSpan, TemplateProfile
 
 DERIVE_VERSION = 3  # 3: profiles carry their relaxations
@@ -101,13 +102,6 @@ def _render_as(vocab: Vocabulary, messages: list[dict], sentinels: list[str], **
     return Render(ids, gaps, spans)
 
 
-def _lcp(a: Ids, b: Ids) -> Ids:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return a[:n]
-
-
 def _strip_prefix(seq: Ids, prefix: Ids, what: str) -> Ids:
     if seq[:len(prefix)] != prefix:
         raise DerivationFailed(f"{what} does not start with the assistant footer")
@@ -165,11 +159,11 @@ def derive_profile(vocab: Vocabulary) -> TemplateProfile:
              {"role": "user", "content": U2}, {"role": "assistant", "content": A2}]
     two = _render(vocab, convo, [U1, A1, U2, A2])
     first, u_to_a, a_to_u, final = two.gaps[0], two.gaps[1], two.gaps[2], two.gaps[4]
-    footer = _lcp(final, a_to_u)
+    footer = final[:common_prefix_length(final, a_to_u)]
     a_end, after_end = L.split_footer(footer)
     user_seq = _strip_prefix(a_to_u, footer, "the text between an assistant turn and the next user turn")
     # The user footer is what the gap before the assistant shares with the assistant footer.
-    u_footer = _lcp(u_to_a, footer)
+    u_footer = u_to_a[:common_prefix_length(u_to_a, footer)]
     u_end, _ = L.split_footer(u_footer)
     asst_seq = u_to_a[len(u_footer):]
     user = L.header(Role.USER, user_seq, u_end, "user turn")
@@ -341,9 +335,8 @@ def _self_check(vocab: Vocabulary, profile: TemplateProfile, probe: Render, conv
 # --------------------------------------------------------------------------- cache
 
 def _cache(vocab: Vocabulary) -> JsonCache:
-    here = Path(__file__).parent
     return JsonCache.keyed("profiles", "derived", (vocab.fingerprint, vocab.chat_template or "", str(DERIVE_VERSION)),
-                           code=(here / "derive.py", here / "profile.py"))  # no stale learning
+                           code=SPANS_CODE)  # no stale learning
 
 
 def cached_derivation(vocab: Vocabulary) -> TemplateProfile:

@@ -16,7 +16,6 @@ workers and later runs read the cached profile.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,8 +24,10 @@ from ..errors import UsageProblem
 from ..paths import JsonCache
 from ..vocab import Vocabulary
 from .builtin import ALIASES, BUILTINS, MissingToken, available_builtins, builtin_profile
+from .cache_code import SPANS_CODE
 from .derive import DerivationFailed, cached_derivation
 from .labels import Labels
+from .prefix import common_prefix_length
 from .profile import CompiledProfile, TemplateProfile
 
 AUTO = "auto"
@@ -75,15 +76,9 @@ class SpanOracle:
                 "generation_prompts": [list(p) for p in self.prompts]}
 
 
-#: What a cached choice depends on besides the tokenizer: the labelling and verification code.
-CODE = tuple(Path(__file__).parent / name for name in (
-    "resolve.py", "builtin.py", "profile.py", "generic.py", "derive.py", "verify.py", "truth.py", "labels.py",
-    "relax.py"))
-
-
 def _cache(vocab: Vocabulary, name: str) -> JsonCache:
     return JsonCache.keyed("profiles", "oracle",
-                           (vocab.fingerprint, vocab.chat_template or "", name, str(RESOLVE_VERSION)), code=CODE)
+                           (vocab.fingerprint, vocab.chat_template or "", name, str(RESOLVE_VERSION)), code=SPANS_CODE)
 
 
 def _display(name: str) -> str:
@@ -238,10 +233,7 @@ def generation_prompts(vocab: Vocabulary) -> tuple[tuple[int, ...], ...]:
             if not full.startswith(base) and not _ends_the_conversation(base, full, messages[-1]):
                 continue
             a, b = vocab.encode_with_offsets(base)[0], vocab.encode_with_offsets(full)[0]
-            k = 0
-            while k < min(len(a), len(b)) and a[k] == b[k]:
-                k += 1
-            out[tuple(b[k:])] = None
+            out[tuple(b[common_prefix_length(a, b):])] = None
     return tuple(out)
 
 
@@ -250,9 +242,7 @@ def _ends_the_conversation(base: str, full: str, last: dict[str, Any]) -> bool:
     closes a finished conversation with a suffix of its own (Phi-3 appends ``<|endoftext|>``), which the prompt
     replaces. History before that point is the same, so what the prompt adds is still its tokens after the
     common prefix."""
-    k = 0
-    while k < min(len(base), len(full)) and base[k] == full[k]:
-        k += 1
+    k = common_prefix_length(base, full)
     content = last.get("content")
     if not isinstance(content, str) or not content:
         return False

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .labels import Role
+from .prefix import common_prefix_length
 
 
 class TruthUnavailable(Exception):
@@ -357,7 +358,7 @@ def _align(text: str, pieces: list[str], forms: list[list[str]], describe: list[
 
     if not text.startswith(pieces[0]):
         raise TruthUnavailable(f"the rendering differs from the placeholder rendering before any field (at character "
-                               f"{_diverge(text, pieces[0])}): the template's opening depends on the text")
+                               f"{common_prefix_length(text, pieces[0])}): the template's opening depends on the text")
     limit = sys.getrecursionlimit()
     if n + 100 > limit:
         sys.setrecursionlimit(n + 100)
@@ -395,22 +396,6 @@ def _chosen_spans(choice: dict[tuple[int, int], int], pieces: list[str], n: int)
         spans.append((pos, pos + length))
         pos += length + len(pieces[i + 1])
     return spans
-
-
-def _diverge(a: str, b: str) -> int:
-    """Length of the longest common prefix (binary search over slice comparisons, done in C)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _lcp(a: str, b: str) -> int:
-    return _diverge(a, b)
 
 
 def _token_tables(text: str, offsets: np.ndarray, char_field: np.ndarray, char_class: np.ndarray
@@ -587,7 +572,7 @@ def _generated_range(tokenizer: Any, messages: list[dict[str, Any]], tools: list
         prompt_text = _render(tokenizer, messages[:-1], tools, template, True, template_kwargs)
     except Exception as exc:
         raise TemplateRejected(f"with the generation prompt: {_first_line(exc)}") from exc
-    start = _lcp(prompt_text, text)
+    start = common_prefix_length(prompt_text, text)
     # A template that renders history differently once the turn follows (gpt-oss drops the analysis of
     # tool calls a final answer follows) parts before the last message: what follows is not the turn.
     history = [f for f in fields if f.message < len(messages) - 1 and f.end > start]
