@@ -105,7 +105,10 @@ def test_every_violating_row_is_listed_once_with_its_first_offending_token(runs,
     assert "duplicate_rows" in {u["contract"] for u in section["unlisted"]}  # whole-dataset: its rows cannot be listed
     assert validate_summary(summary) == []
     lines = section_lines(proc.stdout)
-    assert f"report: {root / 'n0' / 'reports' / FILE_NAME} ({table.num_rows:,} violating rows" in "\n".join(lines)
+    failing = int(pc.sum(pc.equal(table["verdict"], "FAIL")).as_py() or 0)
+    assert section["failing"] == failing > 0
+    assert (f"report: {root / 'n0' / 'reports' / FILE_NAME} ({table.num_rows:,} rows listed: {failing:,} failing, "
+            f"{table.num_rows - failing:,} warned") in "\n".join(lines)
 
 
 def test_workers_write_the_same_file(runs):
@@ -126,7 +129,8 @@ def test_merge_of_two_halves_equals_the_whole_run(runs, tmp_path):
     summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert summary["violations"]["rows"] == merged.num_rows and "missing_parts" not in summary["violations"]
     assert validate_summary(summary) == []
-    assert f"report: {tmp_path / 'merged' / FILE_NAME} ({merged.num_rows:,} violating rows" in "\n".join(lines)
+    assert f"report: {tmp_path / 'merged' / FILE_NAME} ({merged.num_rows:,} rows listed: " in "\n".join(lines)
+    assert summary["violations"]["failing"] == int(pc.sum(pc.equal(merged["verdict"], "FAIL")).as_py() or 0)
 
 
 def test_merge_refuses_a_row_two_parts_list(runs, tmp_path):

@@ -117,8 +117,9 @@ def write_table(table: pa.Table, report_dir: Path) -> Path:
 
 def section(checks: dict[str, dict[str, Any]], listed: dict[str, int],
             scope_of: Callable[[str], str | None]) -> dict[str, Any]:
-    """summary.json's ``violations``: the file, its row count, and the failing or warning contracts
-    whose violating rows it does not hold, each with why.
+    """summary.json's ``violations``: the file, its row count (and how many of them are failing contracts'
+    rows, not warnings), and the failing or warning contracts whose violating rows it does not hold, each
+    with why.
 
     ``listed``: rows listed per contract; ``scope_of``: a contract's scope (``row``, ``dataset``,
     ``whole``) when it is known.
@@ -135,15 +136,16 @@ def section(checks: dict[str, dict[str, Any]], listed: dict[str, int],
         why = _why_unlisted(scope_of(name), c["rows_violating"], have)
         if why:
             unlisted.append({"contract": name, "rows_violating": int(c["rows_violating"]), "why": why})
-    return {"path": FILE_NAME, "rows": int(sum(listed.values())), "unlisted": unlisted}
+    failing = sum(k for name, k in listed.items() if name in checks and verdict_of(checks[name]) == "FAIL")
+    return {"path": FILE_NAME, "rows": int(sum(listed.values())), "failing": int(failing), "unlisted": unlisted}
 
 
 def listed_note(path: Path, summary_section: dict[str, Any]) -> str:
     """How the terminal's ``report:`` line names the file: its path and how many rows it lists."""
-    n = summary_section["rows"]
+    n, failing = summary_section["rows"], summary_section.get("failing", 0)
     unlisted = len(summary_section.get("unlisted") or [])
     more = f"; {unlisted} contract(s) not listed, see summary.json's violations.unlisted" if unlisted else ""
-    return f"{path} ({n:,} violating row{'' if n == 1 else 's'}{more})"
+    return f"{path} ({n:,} rows listed: {failing:,} failing, {n - failing:,} warned{more})"
 
 
 def _why_unlisted(scope: str | None, violating: int, have: int) -> str | None:
