@@ -240,11 +240,12 @@ def _renders_the_same(tok: Any, template: str, case: Any, msgs: list[dict[str, A
 
 
 def _key(corpus: ModuleType, name: str) -> str:
-    from drafter_contracts.spans.resolve import CODE, RESOLVE_VERSION
+    from drafter_contracts.spans.cache_code import SPANS_CODE
+    from drafter_contracts.spans.resolve import RESOLVE_VERSION
 
     vocab = corpus.template_vocabulary(name)
     h = hashlib.sha256(f"{NEGATIVE_VERSION}\0{RESOLVE_VERSION}\0{vocab.fingerprint}\0{corpus.template_text(name)}".encode())
-    for file in (*CODE, Path(__file__)):
+    for file in (*SPANS_CODE, Path(__file__)):
         h.update(file.read_bytes())
     return h.hexdigest()[:20]
 
