@@ -48,7 +48,7 @@ _KEYS: dict[str, tuple[type, ...]] = {
 
 def parse_policy(table: Mapping[str, Any] | None, where: str, contract_path: Path | None) -> VocabPolicy:
     """The ``[vocab]`` table, validated (one-line UsageProblem); a relative mapping path is relative to the contract."""
-    from ..config import did_you_mean
+    from ..contract.file import did_you_mean
 
     if table is None:
         return VocabPolicy()
