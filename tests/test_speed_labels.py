@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_contracts.checks import content as content_mod
-from drafter_contracts.contract import mask_rules as policy_mod
+from drafter_contracts.contract import mask_rules
 from drafter_contracts.checks import spans
 from drafter_contracts.contract import mask_reasons as reasons
 from drafter_contracts.contract.mask_shift import mask_shift_of, no_shift
@@ -121,7 +121,7 @@ def _ref_allowed(role, turns, policy: MaskPolicy, opener=None):
 
 def _ref_mask_on(ids, mask, offsets, labels, policy, nl):
     turns = _ref_turns(labels.role, offsets)
-    opener = policy_mod.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
+    opener = mask_rules.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
     bad = mask & ~_ref_allowed(labels.role, turns, policy, opener)
     if policy.boundary_tokens == "strict":
         bad |= mask & labels.boundary
@@ -135,7 +135,7 @@ def _ref_mask_on(ids, mask, offsets, labels, policy, nl):
         earlier = role_ok & ~turns.last[at] & (policy.turns == "last")
         op = np.zeros(len(at), dtype=bool)
         if policy.reasoning_opener == "context":
-            op = role_ok & ~earlier & policy_mod.opener_tokens(ids, labels, nl)[at]
+            op = role_ok & ~earlier & mask_rules.opener_tokens(ids, labels, nl)[at]
         codes[role_ok] = reasons.BOUNDARY
         codes[op] = reasons.OPENER
         codes[earlier] = reasons.EARLIER_TURN
@@ -145,7 +145,7 @@ def _ref_mask_on(ids, mask, offsets, labels, policy, nl):
 
 def _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len):
     turns = _ref_turns(labels.role, offsets)
-    opener = policy_mod.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
+    opener = mask_rules.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
     need = _ref_allowed(labels.role, turns, policy, opener) & ~labels.boundary
     lengths = np.diff(offsets)
     if policy.completeness == "last":
@@ -159,7 +159,7 @@ def _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len):
     codes = labels.role[at].astype(np.int16)
     if len(rows):
         sup = np.bincount(turns.index[turns.in_turn], weights=mask[turns.in_turn], minlength=len(turns.starts))
-        op = policy_mod.opener_tokens(ids, labels, nl)
+        op = mask_rules.opener_tokens(ids, labels, nl)
         last = len(ids) - 1
         after = np.minimum(at + 1 + op[np.minimum(at + 1, last)], last)
         codes[op[at] & mask[after] & (labels.role[after] == Role.REASONING)] = reasons.OPENER_MISSING
@@ -175,7 +175,7 @@ def _ref_shift(ids, mask, offsets, labels, policy, nl, max_len):
     later (early) breaks neither, the bit that falls off the row's edge being 0 and the vacated token not
     judged; completeness off is judged as all."""
     turns = _ref_turns(labels.role, offsets)
-    opener = policy_mod.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
+    opener = mask_rules.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
     allowed = _ref_allowed(labels.role, turns, policy, opener)
     if policy.boundary_tokens == "strict":
         allowed = allowed & ~labels.boundary
@@ -229,7 +229,7 @@ def test_turns_and_mask_checks_equal_per_token_formulation(chatml, alphabet, voc
     if kind == "random":
         mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(ids), max_size=len(ids))), dtype=bool)
     else:
-        mask = policy_mod.required_tokens(ids, offsets, labels, turns, policy, max_len, nl).copy()
+        mask = mask_rules.required_tokens(ids, offsets, labels, turns, policy, max_len, nl).copy()
         if kind != "flips" and len(ids):  # every row's mask moved one token within the row (a shifted producer)
             moved, edge = np.zeros_like(mask), offsets[:-1] if kind == "late" else offsets[1:] - 1
             if kind == "late":

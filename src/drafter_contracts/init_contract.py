@@ -58,7 +58,7 @@ class Observed:
     template: dict[str, Any] | None = None  # engine.oracle.to_dict()
     convention: str | None = None  # the mask convention inferred from the first rows (contract.fit.infer)
     convention_how: str = ""
-    mask: Any = None  # the mask policy it resolved to (config.MaskPolicy), written key by key
+    mask: Any = None  # the mask policy it resolved to (contract.MaskPolicy), written key by key
     learnt: Any = None  # what was learnt from the first rows (contract.learn.Learnt)
     mask_rejected: dict[int, str] = field(default_factory=dict)  # rows the policy's mask rules reject: why
     mask_shifted: dict[int, int] = field(default_factory=dict)  # shift reason code -> rows one token off that way

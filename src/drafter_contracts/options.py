@@ -40,11 +40,11 @@ INT_OPTIONS = (("expected_count", 0), ("min_len", 0), ("max_len", 0), ("min_supe
 class RunOptions:
     """The command line, parsed and checked once (on the controller; workers only parse)."""
 
-    overrides: dict[str, Any] = field(default_factory=dict)  # typed, for config.load_contract
+    overrides: dict[str, Any] = field(default_factory=dict)  # typed, for contract.load_contract
     split: tuple[int, int] | None = None
     report_dir: Path | None = None
     contract_path: Path | None = None
-    contract: Any = None  # config.Contract, loaded with the overrides applied
+    contract: Any = None  # contract.Contract, loaded with the overrides applied
     dataset: Any = None  # dataset.SavedDataset, opened (metadata only)
     tokenizer: str | None = None  # the name load_vocabulary receives (a relative contract path made absolute)
     checked: bool = False

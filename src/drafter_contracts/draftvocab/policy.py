@@ -1,7 +1,7 @@
 """``[vocab]`` of a contract file, and the ``--vocab-mapping`` path check: standard library only.
 
 The entry point (``options.py``) validates ``--vocab-mapping`` before any heavy import, and
-``config.load_contract`` parses the table, so both live here, away from numpy and torch.
+``contract.load_contract`` parses the table, so both live here, away from numpy and torch.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``[hidden_states]`` table of a contract, and what a model's ``config.json`` declares.
 
-Standard library only: ``config.load_contract`` parses the table while options are
+Standard library only: ``contract.load_contract`` parses the table while options are
 checked, before any heavy import (a bad key is one line, exit 4).
 """
 
