@@ -113,7 +113,7 @@ def plain_read(files: list[Path], streams: int) -> tuple[int, float]:
 
 def contract(path: Path, hidden: int) -> Path:
     sys.path.insert(0, str(REPO / "src"))
-    from drafter_contracts.config import builtin_contracts
+    from drafter_contracts.contract import builtin_contracts
 
     path.write_text(builtin_contracts()["generic"].read_text() + f"\n[hidden_states]\nnum_layers = {LAYERS}\n"
                     f"hidden_size = {hidden}\ndtype = \"bfloat16\"\n")

@@ -31,7 +31,7 @@ from run import suite_run  # noqa: E402
 def shard_work_seconds(path: Path, backend: str) -> float:
     """Every shard's stats and per-row contracts in this process, on one backend."""
     from drafter_contracts import kernels
-    from drafter_contracts.config import load_contract, resolve_contract_path
+    from drafter_contracts.contract import load_contract, resolve_contract_path
     from drafter_contracts.dataset import open_dataset
     from drafter_contracts.engine import SHARD_CHECKS, Engine
     from drafter_contracts.vocab import load_vocabulary

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from drafter_contracts.config import load_contract, resolve_contract_path
+from drafter_contracts.contract import load_contract, resolve_contract_path
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import Engine
 from drafter_testkit.tokenizer import qwen36_tokenizer_dir

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from hypothesis import Phase, settings
 
-    from drafter_contracts.config import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
+    from drafter_contracts.contract import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
     from drafter_contracts.errors import UsageProblem
     from drafter_testkit import real_templates as rt
     from drafter_contracts.properties.context import make_context

@@ -12,7 +12,7 @@ from pathlib import Path
 from drafter_contracts.allocator import keep_freed_memory
 from drafter_contracts.checks import content
 from drafter_contracts.checks.view import mask_prefix
-from drafter_contracts.config import load_contract, resolve_contract_path
+from drafter_contracts.contract import load_contract, resolve_contract_path
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import SHARD_CHECKS, Engine, ShardWork, profile_stats
 from drafter_contracts.vocab import load_vocabulary

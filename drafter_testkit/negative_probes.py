@@ -141,7 +141,7 @@ def probe_template(corpus: ModuleType, name: str, oracle: Any | None = None,
                    targets: tuple[str, ...] = ("system", "tool", "user")) -> NegativeReport:
     """Build and judge every negative probe of template ``name`` of ``corpus`` (real_templates or axolotl_templates),
     with ``oracle`` (default: what ``--template-profile auto`` chooses), typing into messages of the ``targets`` roles."""
-    from drafter_contracts.config import MaskPolicy
+    from drafter_contracts.contract import MaskPolicy
     from drafter_contracts.errors import UsageProblem
     from drafter_contracts.spans.labels import Role
     from drafter_contracts.spans.profile import CompiledProfile
@@ -201,7 +201,7 @@ def probe_template(corpus: ModuleType, name: str, oracle: Any | None = None,
 def _verdict(profile: Any, cp: Any, prompts: Any, vocab: Any, ids: np.ndarray, mask: np.ndarray, policy: Any) -> str:
     """The first contract the row fails under ``profile`` (compiled ``cp``), with why; "" when it passes both."""
     from drafter_contracts.spans.turns import MaskFacts
-    from drafter_contracts.checks.spans import disallowed_supervision
+    from drafter_contracts.contract.mask_rules import disallowed_supervision
     from drafter_contracts.spans.generic import label
     from drafter_contracts.spans.labels import TURN_PROBLEM_TEXT, Role
 
@@ -286,8 +286,8 @@ def count_typed_marker_leaks(corpus: ModuleType, name: str, n: int, oracle: Any 
     non-assistant text.
     """
     from drafter_contracts.spans.turns import MaskFacts
-    from drafter_contracts.checks.spans import disallowed_supervision
-    from drafter_contracts.config import MaskPolicy
+    from drafter_contracts.contract.mask_rules import disallowed_supervision
+    from drafter_contracts.contract import MaskPolicy
     from drafter_contracts.spans.resolve import make_oracle
     from drafter_contracts.spans.truth import CharClass, TemplateRejected, TruthUnavailable, render_truth
 

@@ -85,7 +85,7 @@ def _hidden_cases() -> Iterator[Case]:
 
 
 def _vocab_cases() -> Iterator[Case]:
-    from drafter_contracts.config import builtin_contracts
+    from drafter_contracts.contract import builtin_contracts
 
     from . import vocab_mappings as vm
     from .tokenizer import qwen36_tokenizer_dir

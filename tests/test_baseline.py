@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.config import load_contract, resolve_contract_path
+from drafter_contracts.contract import load_contract, resolve_contract_path
 from drafter_contracts.errors import UsageProblem
 from drafter_testkit.mutants import MUTANTS
 from drafter_testkit.upgrades import changed_tokenizer, reasoning_unmasked
@@ -167,7 +167,7 @@ def test_distances():
 
 def test_compare_without_loss_mask_counts_only_what_exists():
     """Stats of a dataset without loss_mask: the mask-based aspects say "not compared", never fail on None."""
-    from drafter_contracts.config import BaselinePolicy
+    from drafter_contracts.contract.file import BaselinePolicy
     from drafter_contracts.checks.stats import seq_len_histogram
     from drafter_contracts.report.reducer import dataset_profile
 

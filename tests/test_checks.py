@@ -10,7 +10,7 @@ import pytest
 
 from drafter_contracts.checks import dataset_level, rows, spans
 from drafter_contracts.checks.view import usable_view
-from drafter_contracts.config import load_contract, resolve_contract_path
+from drafter_contracts.contract import load_contract, resolve_contract_path
 from drafter_contracts.dataset import Shard, open_dataset
 
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from drafter_contracts.config import Tolerance, builtin_contracts, load_contract, resolve_contract_path
+from drafter_contracts.contract import builtin_contracts, load_contract, resolve_contract_path
+
+from drafter_contracts.contract.file import Tolerance
 from drafter_contracts.errors import UsageProblem
 
 MINIMAL = """
@@ -122,7 +124,9 @@ def test_count_tolerance_from_the_command_line():
 def test_content_and_drift_tables(tmp_path):
     import re
 
-    from drafter_contracts.config import ContentPolicy, builtin_contracts, load_contract
+    from drafter_contracts.contract import builtin_contracts, load_contract
+
+    from drafter_contracts.contract.file import ContentPolicy
     from drafter_contracts.errors import UsageProblem
 
     base = builtin_contracts()["qwen3.6-dflash"].read_text().split("\n[content]")[0]
@@ -182,7 +186,7 @@ def test_producer_contracts_accept_what_their_producer_writes():
 
 
 def test_unknown_option_values_suggest_the_closest():
-    from drafter_contracts.config import parse_mask_overrides
+    from drafter_contracts.contract import parse_mask_overrides
 
     with pytest.raises(UsageProblem, match=r"did you mean 'completeness'"):
         parse_mask_overrides(["completenes=all"])
@@ -193,7 +197,7 @@ def test_unknown_option_values_suggest_the_closest():
 
 
 def test_contract_auto_is_the_generic_contract_inferring_the_convention():
-    from drafter_contracts.config import builtin_contracts, load_contract, resolve_contract_path
+    from drafter_contracts.contract import builtin_contracts, load_contract, resolve_contract_path
 
     path = resolve_contract_path("auto")
     assert path == builtin_contracts()["generic"]

@@ -60,7 +60,7 @@ def test_no_core_module_imports_a_family() -> None:
 
 def test_core_files_name_no_family() -> None:
     """The core's option, engine, plugin, contract-loader and report modules say nothing of a family."""
-    core = ["options.py", "plugin.py", "engine.py", "controller.py", "config.py", "checks/registry.py",
+    core = ["options.py", "plugin.py", "engine.py", "controller.py", "contract/file.py", "checks/registry.py",
             "report/summary.py", "report/html.py", "report/reducer.py", "init_contract.py", "__main__.py"]
     for rel in core:
         text = (SRC / rel).read_text()
@@ -166,7 +166,7 @@ def _run(pkg: Path, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess,
 def test_a_family_added_to_the_package_runs_without_a_core_change(package_with_a_new_family, clean_dataset,
                                                                   tmp_path) -> None:
     pkg = package_with_a_new_family
-    for rel in ("options.py", "plugin.py", "engine.py", "config.py", "checks/registry.py", "report/summary.py",
+    for rel in ("options.py", "plugin.py", "engine.py", "contract/file.py", "checks/registry.py", "report/summary.py",
                 "init_contract.py", "__main__.py"):
         assert (pkg / "drafter_contracts" / rel).read_bytes() == (SRC / rel).read_bytes()
     data = f"--dataset-path={clean_dataset}", "--tokenizer=builtin:qwen3.6"
@@ -182,7 +182,7 @@ def test_a_family_added_to_the_package_runs_without_a_core_change(package_with_a
     assert "row cap: 10" in proc.stdout and "rows > cap 10" in proc.stdout
 
     contract = tmp_path / "capped.toml"
-    from drafter_contracts.config import builtin_contracts
+    from drafter_contracts.contract import builtin_contracts
 
     contract.write_text(builtin_contracts()["generic"].read_text() + "\n[row_cap]\nmax_rows = 1000000\n")
     proc, summary = _run(pkg, tmp_path / "table", *data, f"--contract={contract}")

@@ -201,7 +201,7 @@ def test_suite_catches_retokenized_dataset(pytester, drift_mutant, tokenizer_dir
 
 def test_sample_rows_zero_skips_with_reason(pytester, clean_dataset, tokenizer_dir):
     contract = pytester.path / "c.toml"
-    from drafter_contracts.config import builtin_contracts
+    from drafter_contracts.contract import builtin_contracts
 
     text = builtin_contracts()["qwen3.6-dflash"].read_text()
     assert "sample_rows = 1000" in text
@@ -215,7 +215,7 @@ def test_sample_rows_zero_skips_with_reason(pytester, clean_dataset, tokenizer_d
 
 
 def test_engine_special_ids_are_the_added_tokens(clean_dataset, vocab):
-    from drafter_contracts.config import builtin_contracts, load_contract
+    from drafter_contracts.contract import builtin_contracts, load_contract
     from drafter_contracts.dataset import open_dataset
 
     eng = Engine(open_dataset(clean_dataset), load_contract(builtin_contracts()["qwen3.6-dflash"]), vocab)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.config import builtin_contracts, load_contract
+from drafter_contracts.contract import builtin_contracts, load_contract
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import Engine
 from drafter_contracts.explain import explain_violation, format_failure, offending_tokens

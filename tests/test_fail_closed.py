@@ -100,7 +100,7 @@ def test_a_required_contract_skipped_during_the_run_is_not_green() -> None:
 
 def test_the_gate_requires_every_contract_that_reads_tokens() -> None:
     from drafter_contracts.checks import gate
-    from drafter_contracts.config import load_contract, resolve_contract_path
+    from drafter_contracts.contract import load_contract, resolve_contract_path
 
     contract = load_contract(resolve_contract_path("speculators-regex"))
     assert set(gate.required(contract)) >= {*TOKEN_CONTRACTS, "mask_covers_assistant_spans"}

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from helpers import NEEDS_A_FILE
-from drafter_contracts.checks.spans import disallowed_supervision
-from drafter_contracts.config import MaskPolicy
+from drafter_contracts.contract.mask_rules import disallowed_supervision
+from drafter_contracts.contract import MaskPolicy
 from drafter_contracts.dataset import Shard, open_dataset
 from drafter_contracts.engine import CONTENT_CHECKS
 from drafter_testkit.families import (ALL_FAMILIES, MUTANT_KINDS, family_dataset_dir,

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from drafter_contracts.config import builtin_contracts
+from drafter_contracts.contract import builtin_contracts
 from helpers import read_summary
 
 VERDICT = re.compile(r"^drafter-contracts: (\d+) of (\d+) contracts violated on ([\d,]+) rows.* \(exit (\d+)\)$")

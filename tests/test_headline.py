@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from drafter_contracts.checks.convention_fit import chosen
-from drafter_contracts.config import load_contract, resolve_contract_path
+from drafter_contracts.contract.fit import chosen
+from drafter_contracts.contract import load_contract, resolve_contract_path
 from drafter_contracts.report.headline import headline
 
 TOKENIZER = "/models/q36"

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("dataset", "columns", "layouts", "layout_rows", "source_files", "vocab", "kernels", "kernels_numpy",
               "kernel_codes", "tokenizer_source", "builtin_tokenizer", "trl_templates", "checks.view")),
     ("spans", ("spans",)),
-    ("policy", ("conventions", "config", "checks.policy")),
+    ("policy", ("contract",)),
     ("checks", ("checks", "integrity", "draftvocab", "hidden", "completeness", "maskers", "strategies")),
     ("engine", ("engine",)),
     ("report", ("report", "explain")),
@@ -138,10 +138,10 @@ def test_a_module_imported_from_its_package_is_checked_at_its_own_layer() -> Non
     assert upward("spans.throwaway", found) == [(1, "engine")]
 
 
-@pytest.mark.parametrize("module", ["errors", "spans.generic", "checks.policy", "checks.view", "report.html",
+@pytest.mark.parametrize("module", ["errors", "spans.generic", "contract.mask_rules", "checks.view", "report.html",
                                     "plugin", "hidden.checks"])
 def test_layer_map_places_modules_by_their_longest_prefix(module: str) -> None:
-    expected = {"errors": "base", "spans.generic": "spans", "checks.policy": "policy", "checks.view": "data",
+    expected = {"errors": "base", "spans.generic": "spans", "contract.mask_rules": "policy", "checks.view": "data",
                 "report.html": "report", "plugin": "entry", "hidden.checks": "checks"}[module]
     assert LAYERS[layer_of(module)][0] == expected
 
@@ -150,7 +150,7 @@ def test_the_engine_satisfies_the_protocols_contracts_are_annotated_with(clean_d
     """The registry annotates with checks.protocols, not with the engine above it: a real engine and a
     real shard's work must hold every member the protocols declare."""
     from drafter_contracts.checks.protocols import ContractEngine, ShardData
-    from drafter_contracts.config import builtin_contracts, load_contract
+    from drafter_contracts.contract import builtin_contracts, load_contract
     from drafter_contracts.dataset import open_dataset
     from drafter_contracts.engine import Engine
     from drafter_contracts.vocab import load_vocabulary

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from drafter_contracts.__main__ import main
-from drafter_contracts.config import load_contract
+from drafter_contracts.contract import load_contract
 from drafter_contracts.init_contract import Observed, render_contract
 
 

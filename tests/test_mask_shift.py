@@ -17,9 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from drafter_contracts.checks.mask_shift import EARLY, LATE, SHIFT_TEXT, shifted_rows
-from drafter_contracts.checks.spans import mask_shift_of
-from drafter_contracts.config import builtin_contracts, load_contract
+from drafter_contracts.contract.mask_shift import EARLY, LATE, SHIFT_TEXT, mask_shift_of, shifted_rows
+from drafter_contracts.contract import builtin_contracts, load_contract
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import Engine
 from drafter_testkit.generate import save_table

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.checks.policy import follows_tool_output, prompt_windows
+from drafter_contracts.contract.mask_rules import follows_tool_output, prompt_windows
 from drafter_contracts.spans.turns import MaskFacts, assistant_turns
-from drafter_contracts.config import MaskPolicy, builtin_contracts, load_contract, parse_mask_overrides
+from drafter_contracts.contract import MaskPolicy, builtin_contracts, load_contract, parse_mask_overrides
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import ROW_CHECKS, Engine
 from drafter_contracts.errors import UsageProblem

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 
 from drafter_contracts import strategies as cs
-from drafter_contracts.config import load_contract, resolve_contract_path
+from drafter_contracts.contract import load_contract, resolve_contract_path
 from drafter_contracts.properties.context import make_context
 from drafter_testkit.inprocess import load_ci_profile, run_property
 

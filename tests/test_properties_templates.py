@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from drafter_contracts import strategies as cs
-from drafter_contracts.config import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
+from drafter_contracts.contract import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
 from drafter_contracts.errors import UsageProblem
 from drafter_testkit import real_templates as rt
 from drafter_contracts.maskers import KnownDefect

@@ -161,7 +161,7 @@ def check_job(key: str) -> dict:
         truths[i] = rp.RowTruth("ok")
     verdict = rp.run_suite(rp.dataset_path(job), rp.template_vocabulary(job.template))
     if key in LEARNT_LOSSY:
-        from drafter_contracts.config import builtin_contracts, load_contract
+        from drafter_contracts.contract import builtin_contracts, load_contract
 
         assert verdict.how.startswith("convention = auto: learnt from") and ON not in verdict.failing, verdict.how
         declared = load_contract(builtin_contracts()["generic"], {"mask": {"convention": job.convention}})

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.config import load_contract, resolve_contract_path
+from drafter_contracts.contract import load_contract, resolve_contract_path
 from drafter_contracts.dataset import open_dataset
 from drafter_contracts.engine import DATASET_CHECKS, GLOBAL_CHECKS, Engine
 from drafter_testkit.mutants import MUTANTS

@@ -244,8 +244,8 @@ def test_llama_boundary_token_is_content(compiled):
 
 
 def test_supervised_boundary_token_is_allowed_unless_strict(compiled):
-    from drafter_contracts.checks.spans import disallowed_supervision
-    from drafter_contracts.config import MaskPolicy
+    from drafter_contracts.contract.mask_rules import disallowed_supervision
+    from drafter_contracts.contract import MaskPolicy
 
     vocab, enc = _enc("llama3")
     ids = enc("<|begin_of_text|><|start_header_id|>assistant<|end_header_id|>\n\n\nYes<|eot_id|>")

@@ -19,11 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drafter_contracts.checks import content as content_mod
-from drafter_contracts.checks import policy as policy_mod
+from drafter_contracts.contract import mask_rules
 from drafter_contracts.checks import spans
-from drafter_contracts.checks.mask_shift import no_shift
+from drafter_contracts.contract import mask_reasons as reasons
+from drafter_contracts.contract.mask_shift import mask_shift_of, no_shift
 from drafter_contracts.checks.view import RowView
-from drafter_contracts.config import MaskPolicy
+from drafter_contracts.contract import MaskPolicy
 from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.results import first_per_row, multi_reason_result, row_result
 from drafter_contracts.spans import generic
@@ -120,7 +121,7 @@ def _ref_allowed(role, turns, policy: MaskPolicy, opener=None):
 
 def _ref_mask_on(ids, mask, offsets, labels, policy, nl):
     turns = _ref_turns(labels.role, offsets)
-    opener = policy_mod.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
+    opener = mask_rules.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
     bad = mask & ~_ref_allowed(labels.role, turns, policy, opener)
     if policy.boundary_tokens == "strict":
         bad |= mask & labels.boundary
@@ -130,21 +131,21 @@ def _ref_mask_on(ids, mask, offsets, labels, policy, nl):
     if len(at):
         role_ok = _ref_allowed(labels.role, turns, dataclasses.replace(policy, turns="all"))[at]
         reasoning = codes == Role.REASONING
-        codes[reasoning] = np.where(turns.last[at[reasoning]], spans._REASONING_FINAL, spans._REASONING_EARLIER)
+        codes[reasoning] = np.where(turns.last[at[reasoning]], reasons.REASONING_FINAL, reasons.REASONING_EARLIER)
         earlier = role_ok & ~turns.last[at] & (policy.turns == "last")
         op = np.zeros(len(at), dtype=bool)
         if policy.reasoning_opener == "context":
-            op = role_ok & ~earlier & policy_mod.opener_tokens(ids, labels, nl)[at]
-        codes[role_ok] = spans._BOUNDARY
-        codes[op] = spans._OPENER
-        codes[earlier] = spans._EARLIER_TURN
+            op = role_ok & ~earlier & mask_rules.opener_tokens(ids, labels, nl)[at]
+        codes[role_ok] = reasons.BOUNDARY
+        codes[op] = reasons.OPENER
+        codes[earlier] = reasons.EARLIER_TURN
     return multi_reason_result("mask_on_assistant_spans", "s", len(offsets) - 1, rows, at - offsets[rows], codes,
-                               spans._reason_text(policy), spans.SEVERITY, 0)
+                               reasons.forbidden_text(policy), reasons.SEVERITY, 0)
 
 
 def _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len):
     turns = _ref_turns(labels.role, offsets)
-    opener = policy_mod.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
+    opener = mask_rules.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
     need = _ref_allowed(labels.role, turns, policy, opener) & ~labels.boundary
     lengths = np.diff(offsets)
     if policy.completeness == "last":
@@ -158,12 +159,12 @@ def _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len):
     codes = labels.role[at].astype(np.int16)
     if len(rows):
         sup = np.bincount(turns.index[turns.in_turn], weights=mask[turns.in_turn], minlength=len(turns.starts))
-        op = policy_mod.opener_tokens(ids, labels, nl)
+        op = mask_rules.opener_tokens(ids, labels, nl)
         last = len(ids) - 1
         after = np.minimum(at + 1 + op[np.minimum(at + 1, last)], last)
-        codes[op[at] & mask[after] & (labels.role[after] == Role.REASONING)] = spans._OPENER_MISSING
-        codes[sup[turns.index[at]] == 0] = spans._WHOLE_TURN
-    text = {int(r): f"{ROLE_NAMES[r]} token left unsupervised" for r in Role} | spans._MISSING_TEXT
+        codes[op[at] & mask[after] & (labels.role[after] == Role.REASONING)] = reasons.OPENER_MISSING
+        codes[sup[turns.index[at]] == 0] = reasons.WHOLE_TURN
+    text = {int(r): f"{ROLE_NAMES[r]} token left unsupervised" for r in Role} | reasons.MISSING_TEXT
     scope = "every assistant turn" if policy.completeness == "all" else "the row's last assistant turn"
     text = {k: f"{v} ({scope} must be supervised)" for k, v in text.items()}
     return row_result("mask_covers_assistant_spans", "s", len(offsets) - 1, rows, first, codes, text, 0)
@@ -174,7 +175,7 @@ def _ref_shift(ids, mask, offsets, labels, policy, nl, max_len):
     later (early) breaks neither, the bit that falls off the row's edge being 0 and the vacated token not
     judged; completeness off is judged as all."""
     turns = _ref_turns(labels.role, offsets)
-    opener = policy_mod.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
+    opener = mask_rules.opener_tokens(ids, labels, nl) if policy.reasoning_opener == "context" else None
     allowed = _ref_allowed(labels.role, turns, policy, opener)
     if policy.boundary_tokens == "strict":
         allowed = allowed & ~labels.boundary
@@ -228,7 +229,7 @@ def test_turns_and_mask_checks_equal_per_token_formulation(chatml, alphabet, voc
     if kind == "random":
         mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(ids), max_size=len(ids))), dtype=bool)
     else:
-        mask = policy_mod.required_tokens(ids, offsets, labels, turns, policy, max_len, nl).copy()
+        mask = mask_rules.required_tokens(ids, offsets, labels, turns, policy, max_len, nl).copy()
         if kind != "flips" and len(ids):  # every row's mask moved one token within the row (a shifted producer)
             moved, edge = np.zeros_like(mask), offsets[:-1] if kind == "late" else offsets[1:] - 1
             if kind == "late":
@@ -250,7 +251,7 @@ def test_turns_and_mask_checks_equal_per_token_formulation(chatml, alphabet, voc
     got_cov = spans.check_mask_covers_assistant_spans(view, a, labels, contract, facts, shift=unshifted)
     assert got_cov == _ref_mask_covers(ids, mask, offsets, labels, policy, nl, max_len)
     # ... and the shifted rows against a loop over rows that moves each mask and applies both rules.
-    shift = spans.mask_shift_of(view, labels, contract, facts)
+    shift = mask_shift_of(view, labels, contract, facts)
     ref_late, ref_early = _ref_shift(ids, mask, offsets, labels, policy, nl, max_len)
     np.testing.assert_array_equal(shift.late, ref_late)
     np.testing.assert_array_equal(shift.early, ref_early)

@@ -44,7 +44,7 @@ def cases() -> Path:
 @pytest.fixture(scope="module")
 def contract(tmp_path_factory) -> Path:
     """The per-turn convention's contract with the target vocabulary pinned."""
-    from drafter_contracts.config import builtin_contracts
+    from drafter_contracts.contract import builtin_contracts
 
     f = tmp_path_factory.mktemp("vocab-contract") / "c.toml"
     text = builtin_contracts()["speculators-per-turn"].read_text()
@@ -113,7 +113,7 @@ def test_without_a_mapping_each_contract_skips_with_its_reason(pytester, cases, 
 
 
 def test_init_pins_the_draft_vocabulary_and_its_coverage(cases, tokenizer_dir, tmp_path):
-    from drafter_contracts.config import load_contract
+    from drafter_contracts.contract import load_contract
     from drafter_contracts.init_contract import run_init
 
     seen, path = run_init(str(cases / "speculators_clean"), str(tmp_path / "c.toml"), str(tokenizer_dir))

@@ -21,7 +21,8 @@ import pyarrow as pa
 from .checks import content, spans
 from .checks.registry import IDS, MASK, RAW, TOKENIZER, Scope, names, spec, specs
 from .checks.view import RowView, problem_rows, usable_view
-from .config import Contract
+from .contract import Contract
+from .contract.mask_shift import MaskShift, mask_shift_of
 from .dataset import SavedDataset, Shard, ShardArrays, plan_shards, shard_groups
 from .decoded_rows import DEFAULT_EXAMPLES
 from .layouts import column_problems as layout_column_problems
@@ -87,10 +88,10 @@ class ShardWork:
         return self.oracle.mask_facts(self.view.ids) if self.oracle is not None else None
 
     @cached_property
-    def mask_shift(self) -> spans.MaskShift:
-        """The rows whose mask is one token late or early (``checks/mask_shift.py``): computed once, by the
+    def mask_shift(self) -> MaskShift:
+        """The rows whose mask is one token late or early (``contract/mask_shift.py``): computed once, by the
         first mask contract that finds a failing row, and read by the other."""
-        return spans.mask_shift_of(self.view, self.labels, self.contract, self.mask_facts)
+        return mask_shift_of(self.view, self.labels, self.contract, self.mask_facts)
 
     @cached_property
     def runs(self) -> content.RoleRuns | None:
@@ -244,12 +245,12 @@ class Engine:
 
     def _select_prompts(self) -> None:
         """Hold per-turn rows to the generation prompt(s) their producer rendered (read off the first rows)."""
-        from . import conventions
+        from .contract.mask_rules import prompts_in_use
 
         view, labels, facts = self._sample()
         if labels is None:
             return
-        chosen = conventions.prompts_in_use(view, labels, facts, self.contract.mask)
+        chosen = prompts_in_use(view, labels, facts, self.contract.mask)
         if chosen is None:
             return
         self.oracle = replace(self.oracle, prompts=chosen)
@@ -260,7 +261,7 @@ class Engine:
 
     def _resolve_convention(self) -> None:
         """Apply the contract's mask convention (learnt from the template, or inferred from the first rows)."""
-        from .checks.convention_fit import chosen, decide
+        from .contract.fit import chosen, decide
 
         decision = decide(self.contract, self.oracle, self.vocab, frozenset(self.contract.mask_keys),
                           self._sample if self.oracle is not None else None)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .checks import registry
-from .config import Contract
+from .contract import Contract
 from .results import CheckResult, Violation, ordered_reasons, shown_examples
 from .spans.excerpt import LEGEND, Window, render_segments, window
 from .spans.labels import Labels

@@ -56,10 +56,10 @@ class Observed:
     tokenizer: str | None = None
     vocab_size: int | None = None
     template: dict[str, Any] | None = None  # engine.oracle.to_dict()
-    convention: str | None = None  # the mask convention inferred from the first rows (checks.convention_fit.infer)
+    convention: str | None = None  # the mask convention inferred from the first rows (contract.fit.infer)
     convention_how: str = ""
-    mask: Any = None  # the mask policy it resolved to (config.MaskPolicy), written key by key
-    learnt: Any = None  # what was learnt from the first rows (checks.convention_learn.Learnt)
+    mask: Any = None  # the mask policy it resolved to (contract.MaskPolicy), written key by key
+    learnt: Any = None  # what was learnt from the first rows (contract.learn.Learnt)
     mask_rejected: dict[int, str] = field(default_factory=dict)  # rows the policy's mask rules reject: why
     mask_shifted: dict[int, int] = field(default_factory=dict)  # shift reason code -> rows one token off that way
     pinned: dict[str, Any] = field(default_factory=dict)  # family name -> what it pins (ContractFamily.init.pins)
@@ -115,7 +115,7 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
 def _open(dataset_dir: str, tokenizer: str | None, dataset_split: str | None,
           template_profile: str) -> tuple[Any, Observed]:
     """The engine over the dataset under the generic contract, and what is known before the pass."""
-    from .config import load_contract, resolve_contract_path
+    from .contract import load_contract, resolve_contract_path
     from .dataset import open_dataset
     from .engine import Engine
     from .vocab import load_vocabulary
@@ -139,7 +139,7 @@ def _open(dataset_dir: str, tokenizer: str | None, dataset_split: str | None,
     if engine.oracle is not None and engine.contract.mask.convention != "auto":
         seen.convention, seen.convention_how = engine.contract.mask.convention, engine.contract.mask_how
         seen.mask = engine.contract.mask
-        from .checks.convention_fit import learnt_for
+        from .contract.fit import learnt_for
 
         seen.learnt = learnt_for(engine.contract, engine.oracle, engine.vocab, engine._sample)
     seen.supervised_tokens = 0 if "loss_mask" not in engine.column_problems else None
@@ -176,7 +176,7 @@ MASK_CHECKS = ("mask_on_assistant_spans", "mask_covers_assistant_spans")
 def _verify_mask(seen: Observed, engine: Any, shard: Any) -> None:
     """The shard's rows the resolved mask policy rejects, with why (the first reason of each; a few per shard),
     and its rows whose mask is one token off (the most either mask contract counts: both see the same rows)."""
-    from .checks.mask_shift import SHIFT_TEXT
+    from .contract.mask_shift import SHIFT_TEXT
 
     shifted: dict[int, int] = {}
     for name in MASK_CHECKS:
@@ -193,7 +193,7 @@ def _verify_mask(seen: Observed, engine: Any, shard: Any) -> None:
 
 def shift_refusal(seen: Observed, dataset_dir: str) -> str | None:
     """One line when the rows' mask is one token off: a contract pinned to them would pin the producer's bug."""
-    from .checks.mask_shift import DIRECTION, LATE
+    from .contract.mask_shift import DIRECTION, LATE
 
     if not seen.mask_shifted:
         return None
@@ -224,12 +224,12 @@ def mask_refusal(seen: Observed, dataset_dir: str) -> str | None:
 def mask_section(seen: Observed) -> list[str]:
     """``[mask]``: the producer's convention learnt from the data, key by key, with the figures that decided it.
 
-    The policy is what ``convention = "auto"`` resolves to (``checks.convention_fit.infer``: a built-in
-    convention the first rows fit, else the policy learnt from them, ``checks/convention_learn.py``);
+    The policy is what ``convention = "auto"`` resolves to (``contract.fit.infer``: a built-in
+    convention the first rows fit, else the policy learnt from them, ``contract/learn.py``);
     every key is written, each with what decided it. Without a tokenizer nothing can be inferred: the
     keys are left at the defaults and say so.
     """
-    from .config import MaskPolicy
+    from .contract import MaskPolicy
 
     lines = ["[mask]"]
     if seen.role_supervised or seen.role_tokens:
@@ -254,7 +254,7 @@ def mask_section(seen: Observed) -> list[str]:
 def _policy_lines(seen: Observed) -> list[str]:
     """The resolved policy key by key: the convention it is (a built-in one, or custom), how the first rows
     decided it, the measured parts, and each key with its meaning and what decided it."""
-    from .conventions import KEY_ORDER
+    from .contract.presets import KEY_ORDER
 
     policy, learnt = seen.mask, seen.learnt
     out = ["# The producer's convention, learnt from the data (docs/conventions.md):"]
@@ -304,7 +304,7 @@ _MASK_NOTES = {
 
 def rows_are(seen: Observed) -> str:
     """What a row count counts, when it is not conversations: a per-turn producer writes a row per assistant turn."""
-    from .conventions import ROW_PER_TURN
+    from .contract.presets import ROW_PER_TURN
 
     return f" (one per assistant turn: {seen.convention} rows count turns, not conversations)" \
         if seen.convention in ROW_PER_TURN else ""
@@ -366,7 +366,7 @@ def _tokenizer_section(seen: Observed) -> list[str]:
 
 def _policy_sections() -> list[str]:
     """[content] and [drift] at their defaults, written out so a reader sees what can be tightened."""
-    from .config import ContentPolicy, DriftPolicy
+    from .contract.file import ContentPolicy, DriftPolicy
 
     return [
         "[content]",
@@ -396,7 +396,7 @@ def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT
 
 def write_contract(text: str, out: Path, force: bool = False) -> Path:
     """Write the file (refusing to replace one unless ``force``), then prove it loads as a contract."""
-    from .config import load_contract
+    from .contract import load_contract
 
     if out.exists() and not force:
         raise UsageProblem(f"init -o {out}: already exists; pass --force to replace it or choose another name")
@@ -417,7 +417,7 @@ def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool =
              dataset_split: str | None = None, template_profile: str = "auto",
              family_options: Mapping[str, Any] | None = None) -> tuple[Observed, Path]:
     """Check the arguments, observe the dataset, write the contract; UsageProblem on bad input."""
-    from .config import Tolerance
+    from .contract.file import Tolerance
     from .tokenizer_source import resolve_tokenizer
 
     Tolerance.parse(count_tolerance, "init --count-tolerance")

@@ -52,7 +52,7 @@ def listed_append(listing: Callable[[], str]) -> type[argparse.Action]:
 
 
 def builtin_contracts() -> str:
-    from .config import AUTO_CONTRACT, builtin_contracts as files
+    from .contract import AUTO_CONTRACT, builtin_contracts as files
 
     return f"Built-in: {', '.join(sorted(files()))}; {AUTO_CONTRACT} (generic, convention learnt from the rows)."
 

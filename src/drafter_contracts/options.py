@@ -40,11 +40,11 @@ INT_OPTIONS = (("expected_count", 0), ("min_len", 0), ("max_len", 0), ("min_supe
 class RunOptions:
     """The command line, parsed and checked once (on the controller; workers only parse)."""
 
-    overrides: dict[str, Any] = field(default_factory=dict)  # typed, for config.load_contract
+    overrides: dict[str, Any] = field(default_factory=dict)  # typed, for contract.load_contract
     split: tuple[int, int] | None = None
     report_dir: Path | None = None
     contract_path: Path | None = None
-    contract: Any = None  # config.Contract, loaded with the overrides applied
+    contract: Any = None  # contract.Contract, loaded with the overrides applied
     dataset: Any = None  # dataset.SavedDataset, opened (metadata only)
     tokenizer: str | None = None  # the name load_vocabulary receives (a relative contract path made absolute)
     checked: bool = False
@@ -182,7 +182,7 @@ def run_options(config: pytest.Config) -> RunOptions:
 
 def parse_values(config: pytest.Config, opts: RunOptions) -> None:
     """Typed values from the raw strings (no file is touched)."""
-    from .config import parse_mask_overrides
+    from .contract import parse_mask_overrides
 
     opt = config.getoption
     over: dict[str, Any] = {}
@@ -190,7 +190,7 @@ def parse_values(config: pytest.Config, opts: RunOptions) -> None:
         over[name] = parse_int(opt(name), "--" + name.replace("_", "-"), lowest)
     tol = opt("count_tolerance")
     if tol is not None:
-        from .config import Tolerance
+        from .contract.file import Tolerance
 
         Tolerance.parse(tol, "--count-tolerance")
         over["count_tolerance"] = tol
@@ -264,7 +264,7 @@ def load_contract_options(config: pytest.Config, opts: RunOptions, masker: bool)
     """The contract with the command line applied, and the tokenizer it names, resolved on disk."""
     from dataclasses import replace
 
-    from .config import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
+    from .contract import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
     from .tokenizer_source import BUILTIN_PREFIX, BUILTIN_TOKENIZERS, resolve_tokenizer
 
     raw = config.getoption("contract")
@@ -334,7 +334,7 @@ def check_writable_dir(folder: Path, option: str) -> None:
 
 def check_masker(spec: str) -> None:
     """``hf``, ``speculators`` or ``module:function`` whose module can be found (not imported yet)."""
-    from .config import did_you_mean
+    from .contract.file import did_you_mean
     from .errors import UsageProblem
 
     if spec in BUILTIN_MASKERS:

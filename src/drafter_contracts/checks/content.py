@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..config import Contract
+from ..contract import Contract
 from ..dataset import ShardArrays
 from ..results import CheckResult, Violation, row_result
 from ..spans.labels import ASSISTANT_PARTS, Labels, Role

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import MaskPolicy
+from ..contract import MaskPolicy
 from ..results import CheckResult, Violation
 from ..spans.labels import ROLE_NAMES, Role
 from .registry import IDS, MASK, TOKENIZER, Scope, Spec, Verdict, register

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..config import Contract, accepted_types
+from ..contract import Contract
+
+from ..contract.file import accepted_types
 from ..layouts import DEFAULT_TYPES, Layout
 from ..results import CheckResult
 from .registry import Scope, Spec, register

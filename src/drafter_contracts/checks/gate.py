@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from ..config import did_you_mean
+from ..contract.file import did_you_mean
 from ..errors import UsageProblem
 from .registry import TOKENIZER, spec, specs
 
 if TYPE_CHECKING:
-    from ..config import Contract
+    from ..contract import Contract
 
 #: The mask contracts: what the gate exists for.
 MASK_CONTRACTS = ("mask_on_assistant_spans", "mask_covers_assistant_spans")

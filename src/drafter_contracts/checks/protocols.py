@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ..config import Contract
+    from ..contract import Contract
     from ..dataset import SavedDataset, Shard, ShardArrays
     from ..spans.labels import Labels
     from ..spans.resolve import SpanOracle

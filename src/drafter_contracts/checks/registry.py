@@ -37,7 +37,7 @@ import numpy as np
 from ..contract_families import families
 
 if TYPE_CHECKING:  # for annotations only
-    from ..config import Contract
+    from ..contract import Contract
     from ..dataset import Shard
     from .protocols import ContractEngine, ShardData
     from ..results import CheckResult

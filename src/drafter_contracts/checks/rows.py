@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import Contract
+from ..contract import Contract
 from ..dataset import ShardArrays
 from ..results import CheckResult, first_per_row, row_result
 from .registry import IDS, MASK, RAW, TOKENIZER, Scope, Spec, register

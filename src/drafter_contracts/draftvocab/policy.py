@@ -1,7 +1,7 @@
 """``[vocab]`` of a contract file, and the ``--vocab-mapping`` path check: standard library only.
 
 The entry point (``options.py``) validates ``--vocab-mapping`` before any heavy import, and
-``config.load_contract`` parses the table, so both live here, away from numpy and torch.
+``contract.load_contract`` parses the table, so both live here, away from numpy and torch.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ _KEYS: dict[str, tuple[type, ...]] = {
 
 def parse_policy(table: Mapping[str, Any] | None, where: str, contract_path: Path | None) -> VocabPolicy:
     """The ``[vocab]`` table, validated (one-line UsageProblem); a relative mapping path is relative to the contract."""
-    from ..config import did_you_mean
+    from ..contract.file import did_you_mean
 
     if table is None:
         return VocabPolicy()

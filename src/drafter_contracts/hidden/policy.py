@@ -1,6 +1,6 @@
 """The ``[hidden_states]`` table of a contract, and what a model's ``config.json`` declares.
 
-Standard library only: ``config.load_contract`` parses the table while options are
+Standard library only: ``contract.load_contract`` parses the table while options are
 checked, before any heavy import (a bad key is one line, exit 4).
 """
 
@@ -60,7 +60,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 def parse_policy(body: Any, where: str, contract_file: Path | None = None) -> HiddenPolicy:
     """``[hidden_states]`` -> HiddenPolicy; unknown keys, wrong types and bad values are usage errors."""
-    from ..config import did_you_mean
+    from ..contract.file import did_you_mean
 
     if body is None:
         return HiddenPolicy()
@@ -84,7 +84,7 @@ def parse_policy(body: Any, where: str, contract_file: Path | None = None) -> Hi
 
 
 def check_policy(p: HiddenPolicy, where: str) -> None:
-    from ..config import did_you_mean
+    from ..contract.file import did_you_mean
 
     for key in ("num_layers", "hidden_size"):
         v = getattr(p, key)

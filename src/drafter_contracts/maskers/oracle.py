@@ -3,9 +3,9 @@
 The properties judge a masker's rows with the same two pieces a dataset run uses: the
 span oracle (``spans.resolve.make_oracle``: a template profile verified against the
 template's own renderings) labels every token with its role, and the mask rules of
-``checks.policy`` (``allowed_tokens`` / ``required_tokens`` over ``MaskFacts``) say which
+``contract.mask_rules`` (``allowed_tokens`` / ``required_tokens`` over ``MaskFacts``) say which
 tokens may and which must be supervised under the convention's policy
-(``conventions.py``). Nothing here numbers turns or decides completeness on its own, so a
+(``contract/presets.py``). Nothing here numbers turns or decides completeness on its own, so a
 property and a dataset run can never disagree about what a row should look like. A row
 is one "shard" of one row for the labeller.
 """
@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import conventions
-from ..checks import policy as pol
+from ..contract import Contract, MaskPolicy
+from ..contract import mask_rules as pol
+from ..contract.mask_rules import disallowed_supervision
+from ..contract.presets import resolve
 from ..spans.turns import MaskFacts, turns_of
-from ..checks.spans import disallowed_supervision
-from ..config import Contract, MaskPolicy
 from ..spans.excerpt import LEGEND, excerpt
 from ..spans.labels import ROLE_NAMES, Labels, Role
 from ..spans.resolve import SpanOracle, make_oracle
@@ -61,7 +61,7 @@ def resolve_policy(contract: Contract, spans: SpanOracle, vocab: Vocabulary, con
     explicit = frozenset(contract.mask_keys)
     name = contract.mask.convention
     if explicit_contract and name != "auto":
-        decision = conventions.resolve(contract, spans, vocab, explicit)
+        decision = resolve(contract.mask, spans, explicit)
         return decision.policy, f"the contract {contract.name} ({decision.how})"
     if convention is None:
         if name == "auto":
@@ -70,8 +70,8 @@ def resolve_policy(contract: Contract, spans: SpanOracle, vocab: Vocabulary, con
         source = f"{contract.name}'s convention {name}"
     else:
         source = f"the masker's convention {convention}"
-    c = dataclasses.replace(contract, mask=dataclasses.replace(contract.mask, convention=convention))
-    decision = conventions.resolve(c, spans, vocab, explicit if explicit_contract else frozenset())
+    mask = dataclasses.replace(contract.mask, convention=convention)
+    decision = resolve(mask, spans, explicit if explicit_contract else frozenset())
     policy = policy_from(declared, decision.policy)
     if declared:
         source += " with its declared keys " + ", ".join(f"{k}={v}" for k, v in sorted(declared.items()))
@@ -97,13 +97,13 @@ class Oracle:
         return arr, np.array([0, len(arr)], dtype=np.int64), self.spans.mask_facts(arr)
 
     def unsound_tokens(self, mask: list[bool] | np.ndarray, ids: list[int] | np.ndarray, labels: Labels) -> np.ndarray:
-        """Bool per token: supervised where the policy forbids it (``checks.spans.disallowed_supervision``)."""
+        """Bool per token: supervised where the policy forbids it (``contract.mask_rules.disallowed_supervision``)."""
         arr, offsets, facts = self._row(ids)
         return disallowed_supervision(np.asarray(mask, dtype=bool), labels, self.policy, offsets, facts=facts)
 
     def missing_tokens(self, mask: list[bool] | np.ndarray, ids: list[int] | np.ndarray, labels: Labels,
                        max_len: int) -> np.ndarray:
-        """Bool per token: required by the policy's completeness (``checks.policy.required_tokens``) yet unsupervised.
+        """Bool per token: required by the policy's completeness (``mask_rules.required_tokens``) yet unsupervised.
 
         The rules a dataset run applies: per-turn rows need only their last turn, from where the
         template's generation prompt stops; a row cut at ``max_len`` needs nothing past the cut.

@@ -6,7 +6,7 @@ conversations type the assistant header of the template under test into user and
 text (``ctx.markers``). The reference is independent of the masker: ids come from the
 template's own ``apply_chat_template``, roles from the span oracle (token ids only),
 allowed and required supervision from the mask rules a dataset run applies
-(``checks.policy`` under the convention's policy). A failure shows the shrunk conversation
+(``contract.mask_rules`` under the convention's policy). A failure shows the shrunk conversation
 and the decoded row with roles and supervised tokens marked. Each test runs its
 hypothesis property through :func:`.expect.settle`, which turns known defects and
 properties with nothing to test into xfails and skips that say why.

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import BaselinePolicy
+from ..contract.file import BaselinePolicy
 from ..errors import UsageProblem
 from ..paths import atomic_write_text
 from ..checks.registry import Scope, Spec, Verdict, register

@@ -1,7 +1,7 @@
 """Assistant turns found from role labels alone, and the template facts the mask rules read with them.
 
 A span layer concept: the verifier compares a profile's turns with a rendering's, the resolver
-builds the facts of a resolved template, and the mask policy (``checks/policy.py``), the content
+builds the facts of a resolved template, and the mask rules (``contract/mask_rules.py``), the content
 checks and the maskers number turns the same way. An assistant turn is a run of assistant-turn
 roles, broken by headers, other roles and row starts; turns are kept at the turn level (starts,
 ends, row, last-in-row) and per-token arrays are built only when read.

@@ -1,12 +1,10 @@
 """Which producer convention a dataset's rows follow: ``[mask] convention = "auto"`` and the hint a
 failing mask rule gives.
 
-Each built-in convention's policy (``conventions.resolve``) runs the two mask rules of
-``checks/spans.py`` on the rows, and the policy the rows themselves follow is learnt from them
-(``checks/convention_learn.py``). A built-in convention the rows fit, or one the learnt policy
-equals, is named; otherwise the learnt policy is used, key by key, with the rows it rejects named as
-the defective minority. A checks-layer module: the conventions themselves are policy, finding the
-one the data follows runs checks.
+Each built-in convention's policy (``presets.resolve``) runs the two mask rules (``mask_rules.py``)
+on the rows, and the policy the rows themselves follow is learnt from them (``learn.py``). A built-in
+convention the rows fit, or one the learnt policy equals, is named; otherwise the learnt policy is
+used, key by key, with the rows it rejects named as the defective minority.
 """
 
 from __future__ import annotations
@@ -14,13 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..config import Contract, MaskPolicy
-from ..conventions import AUTO_ORDER, DESCRIPTION, Decision, resolve
 from ..errors import UsageProblem
-from ..conventions import keys_text
-from .convention_learn import describe, learn, rejected_rows
-from .mask_shift import DIRECTION, LATE
-from .spans import mask_shift_of
+from .file import Contract
+from .learn import describe, learn, rejected_rows
+from .mask_policy import MaskPolicy
+from .mask_shift import DIRECTION, LATE, mask_shift_of
+from .presets import AUTO_ORDER, DESCRIPTION, Decision, keys_text, resolve
 
 
 def decide(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str] = frozenset(),
@@ -32,7 +29,7 @@ def decide(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str]
     """
     if contract.mask.convention == "auto" and sample is not None:
         return infer(contract, oracle, vocab, explicit, sample)
-    return resolve(contract, oracle, vocab, explicit)
+    return resolve(contract.mask, oracle, explicit)
 
 
 def _violations(view: Any, labels: Any, facts: Any, contract: Contract, policy: MaskPolicy) -> int:
@@ -43,9 +40,8 @@ def _violations(view: Any, labels: Any, facts: Any, contract: Contract, policy: 
 def candidates(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str]) -> dict[str, Decision]:
     out = {}
     for name in AUTO_ORDER:
-        c = dataclasses.replace(contract, mask=dataclasses.replace(contract.mask, convention=name))
         try:
-            out[name] = resolve(c, oracle, vocab, explicit)
+            out[name] = resolve(dataclasses.replace(contract.mask, convention=name), oracle, explicit)
         except UsageProblem:
             continue
     return out
@@ -61,7 +57,7 @@ def fitting(view: Any, labels: Any, facts: Any, contract: Contract, oracle: Any,
 
 
 def infer(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str], sample: Any) -> Decision:
-    """The producer's convention, learnt from the first rows (``checks/convention_learn.py``).
+    """The producer's convention, learnt from the first rows (``learn.py``).
 
     A built-in convention the rows fit (its mask rules reject none of them) is theirs: a known
     producer's convention says more than a sample can (what it does with parts the sample lacks). So is
@@ -73,9 +69,7 @@ def infer(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str],
     view, labels, facts = sample()
     rows = len(view.rows)
     if rows == 0 or view.mask is None:
-        d = resolve(dataclasses.replace(contract,
-                                        mask=dataclasses.replace(contract.mask, convention="speculators-regex")),
-                    oracle, vocab, explicit)
+        d = resolve(dataclasses.replace(contract.mask, convention="speculators-regex"), oracle, explicit)
         return Decision(d.policy, "convention = auto, but the first rows hold no mask to infer from; "
                         "speculators-regex applies", {"inferred": "speculators-regex", "rows": rows})
     decisions = candidates(contract, oracle, vocab, explicit)

@@ -9,18 +9,24 @@ shard: one comparison of neighbours finds the turn edges, and turns are kept at 
 turn level (starts, ends, row, last-in-row); per-token turn arrays are built only
 when a policy needs them (reasoning split by turn, ``turns``/``completeness`` =
 "last"), and a failing check reads turn facts at its failing positions only.
+
+The two rules the mask contracts (``checks/spans.py``) and the fitting of a convention (``fit.py``,
+``learn.py``) apply alike: :func:`disallowed_supervision` (supervised where the policy forbids) and
+:func:`required_tokens` (must be supervised). :func:`prompts_in_use` reads off sample rows which
+generation prompts their producer rendered (the engine holds per-turn rows to those).
 """
 
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
-from ..config import MaskPolicy
+from ..checks.view import in_table
 from ..spans.labels import Labels, Role
 from ..spans.turns import IS_TURN, AssistantTurns, MaskFacts, assistant_turns, turns_of
-from .view import in_table
+from .mask_policy import MaskPolicy
 
 
 #: Roles a policy may allow: the turn roles and the assistant header.
@@ -382,3 +388,91 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
             keep_tok = turns._spread(keep, False, bool)
         need &= keep_tok
     return need
+
+
+def disallowed_supervision(mask: np.ndarray, labels: Labels, policy: MaskPolicy,
+                           offsets: np.ndarray | None = None, ids: np.ndarray | None = None,
+                           newline_lead: np.ndarray | None = None,
+                           facts: MaskFacts | None = None) -> np.ndarray:
+    """Bool per token: supervised where the policy forbids it (``offsets`` default: one row).
+
+    ``facts`` (or ``ids`` and ``newline_lead``) let the rules that read ids find what they need:
+    reasoning openers, generation prompts, empty reasoning blocks.
+    """
+    if offsets is None:
+        offsets = np.array([0, len(mask)], dtype=np.int64)
+    if facts is None and ids is not None:
+        facts = MaskFacts(ids, newline_lead)
+    joins = facts.joins_blocks if facts is not None else False
+    turns = turns_of(labels, offsets, joins) if needs_turns(policy) else None
+    opener = None
+    if policy.reasoning_opener == "context" and facts is not None:
+        opener = opener_tokens(facts.ids, labels, facts.newline_lead)
+    allowed = allowed_tokens(labels, turns, policy, opener, facts, offsets)
+    bad = np.greater(mask, allowed, out=allowed) if mask.dtype == np.bool_ else mask & ~allowed  # mask & ~allowed
+    if policy.boundary_tokens == "strict":
+        bad |= mask & labels.boundary
+    return bad
+
+
+# --------------------------------------------------------------------------- the generation prompt in use
+
+
+def prompt_explains(view: Any, labels: Any, facts: Any) -> tuple[Any, np.ndarray, np.ndarray] | None:
+    """Which generation prompt explains each row's last assistant turn (the per-turn rule's boundary).
+
+    Returns (the shard's assistant turns, ``has``: bool per last turn, supervised at all from its
+    header on, ``explains``: bool per prompt and last turn, its supervision starts exactly where that
+    prompt's context ends), or None without prompts, mask or tokens.
+    """
+    prompts = facts.prompts
+    if not prompts or view.mask is None or not len(view.ids):
+        return None
+    turns = turns_of(labels, view.offsets, facts.joins_blocks)
+    sel = np.flatnonzero(turns.is_last_turn)
+    if not len(sel):
+        return None
+    ends = turns.ends[sel]
+    # first supervised position of each selected turn's range, from its header start
+    hs = header_starts(labels.role, view.offsets, turns)[sel]
+    prefix = view.supervised_prefix
+    first = np.full(len(sel), -1, dtype=np.int64)
+    sup_pos = np.flatnonzero(view.mask)
+    k = np.searchsorted(sup_pos, hs)
+    has = (k < len(sup_pos))
+    first[has] = sup_pos[np.minimum(k[has], len(sup_pos) - 1)]
+    has &= (first <= ends) & (prefix[ends + 1] - prefix[hs] > 0)
+    explains = []
+    for prompt in prompts:
+        one = MaskFacts(facts.ids, facts.newline_lead, (prompt,), facts.joins_blocks)
+        _, _, lo, _ = prompt_windows(one, view.offsets, labels, turns, "last")
+        explains.append(has & (first == lo))
+    return turns, has, np.array(explains)
+
+
+def prompts_in_use(view: Any, labels: Any, facts: Any, policy: MaskPolicy) -> tuple[tuple[int, ...], ...] | None:
+    """The generation prompts the data's producer rendered, among those the template can render.
+
+    A template's prompt differs with ``enable_thinking`` and after a tool message; a producer
+    renders one per conversation. For each sample row, the prompt whose context ends exactly
+    where the row's last turn starts being supervised explains the row; the fewest prompts
+    that explain every explained row are the ones the checks then hold the data to (tokens
+    one of them holds and another does not may go either way only when the data uses both).
+    None when no sample row is explained (then every prompt is kept, and the checks say why).
+    """
+    prompts = facts.prompts
+    if policy.prompt_context == "off" or len(prompts) < 2 or view.mask is None or not len(view.ids):
+        return None
+    found = prompt_explains(view, labels, facts)
+    if found is None:
+        return None
+    explains = found[2]
+    if not explains.any():
+        return None
+    chosen: list[int] = []
+    left = explains.any(axis=0)
+    while left.any():
+        best = int(np.argmax((explains & left).sum(axis=1)))
+        chosen.append(best)
+        left &= ~explains[best]
+    return tuple(prompts[i] for i in sorted(chosen))

@@ -12,10 +12,10 @@ no policy can allow (a user's, a tool's, a turn header) are left out of the meas
 convention explains them.
 
 The keys derived from the parts are verified by running the mask rules themselves on the same rows
-(``checks/spans.py``: the two functions the contract tests call); the rows they reject are the
-defective minority, named with their reason. A part the sample never shows takes the value of the
-nearest producer preset on the keys the sample did show (``conventions.nearest``), and a learnt policy
-equal to a preset is that preset. A checks-layer module: learning runs the checks.
+(``mask_rules.py``, the rules the two mask contracts apply, their offences named as the contracts name
+them: ``mask_reasons.py``); the rows they reject are the defective minority, named with their reason. A
+part the sample never shows takes the value of the nearest producer preset on the keys the sample did
+show (``presets.nearest``), and a learnt policy equal to a preset is that preset.
 """
 
 from __future__ import annotations
@@ -26,14 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Contract, MaskPolicy
-from ..conventions import KEY_ORDER, keys_text, nearest, prompt_explains
-from ..dataset import Shard, ShardArrays
+from ..checks.view import in_table
 from ..spans.labels import ROLE_NAMES, Labels, Role
 from ..spans.turns import IS_TURN, MaskFacts, turns_of
-from . import policy as policy_mod
-from .spans import check_mask_covers_assistant_spans, check_mask_on_assistant_spans, disallowed_supervision
-from .view import in_table
+from . import mask_rules
+from .file import Contract
+from .mask_policy import MaskPolicy
+from .mask_reasons import forbidden_at, forbidden_result, missing_at, missing_result
+from .mask_rules import disallowed_supervision, prompt_explains
+from .mask_shift import mask_shift_of
+from .presets import KEY_ORDER, keys_text, nearest, with_preset
 
 #: The parts of an assistant turn a policy says something about, in the order they are printed.
 PARTS = ("header", "content", "separator", "reasoning", "empty_reasoning", "empty_separator", "tool_calls",
@@ -117,7 +119,7 @@ class Learnt:
 
 
 def keys_of(policy: MaskPolicy) -> dict[str, Any]:
-    """The policy's keys in print order (``conventions.KEY_ORDER``), convention aside."""
+    """The policy's keys in print order (``presets.KEY_ORDER``), convention aside."""
     return {k: getattr(policy, k) for k in KEY_ORDER}
 
 
@@ -162,10 +164,10 @@ def part_codes(view: Any, labels: Labels, facts: MaskFacts) -> np.ndarray:
         tok = facts.ids[after]
         newline = (tok >= 0) & (tok < len(lead)) & lead[np.clip(tok, 0, len(lead) - 1)]
         code[after[newline]] = PARTS.index("newline_after_end")
-    code[policy_mod.tool_call_separator_tokens(facts, labels, view.offsets)] = PARTS.index("tool_call_separator")
-    code[policy_mod.separator_tokens(facts, labels, view.offsets)] = PARTS.index("separator")
+    code[mask_rules.tool_call_separator_tokens(facts, labels, view.offsets)] = PARTS.index("tool_call_separator")
+    code[mask_rules.separator_tokens(facts, labels, view.offsets)] = PARTS.index("separator")
     # an empty block's markers, and the separator after one (both are what empty_reasoning governs)
-    empty = policy_mod.empty_reasoning_tokens(facts, labels)
+    empty = mask_rules.empty_reasoning_tokens(facts, labels)
     code[empty & (code == PARTS.index("separator"))] = PARTS.index("empty_separator")
     code[empty & (role == Role.REASONING)] = PARTS.index("empty_reasoning")
     code[labels.boundary] = _NONE
@@ -318,8 +320,8 @@ def rejected_rows(view: Any, labels: Labels, facts: MaskFacts, contract: Contrac
         return np.zeros(0, dtype=np.int64)
     bad = disallowed_supervision(view.mask, labels, policy, view.offsets, facts=facts)
     if policy.completeness != "off":
-        turns = turns_of(labels, view.offsets, facts.joins_blocks) if policy_mod.needs_turns(policy) else None
-        need = policy_mod.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len,
+        turns = turns_of(labels, view.offsets, facts.joins_blocks) if mask_rules.needs_turns(policy) else None
+        need = mask_rules.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len,
                                           facts.newline_lead, facts)
         bad |= need & ~view.mask
     hits = np.flatnonzero(bad)
@@ -327,16 +329,20 @@ def rejected_rows(view: Any, labels: Labels, facts: MaskFacts, contract: Contrac
 
 
 def verify(learnt: Learnt, view: Any, labels: Labels, facts: MaskFacts, contract: Contract) -> None:
-    """Run the learnt policy's mask rules on the sample: every row they reject, and why (the first rows)."""
+    """Run the learnt policy's mask rules on the sample: every row they reject, and why (the first rows, their
+    offences named as the two mask contracts name them)."""
     rows = rejected_rows(view, labels, facts, contract, learnt.policy)
     learnt.rejected = [int(view.rows[r]) for r in rows]
-    c = dataclasses.replace(contract, mask=learnt.policy)
-    arrays = ShardArrays(Shard(0, 0, len(view.rows)), None, None, None, None)
+    policy = learnt.policy
+    c = dataclasses.replace(contract, mask=policy)
+    shift = lambda: mask_shift_of(view, labels, c, facts)  # noqa: E731
+    found = [forbidden_result("mask_on_assistant_spans", "sample", view, labels, policy, facts,
+                              forbidden_at(view, labels, policy, facts), shift, 0)]
+    if policy.completeness != "off":
+        found.append(missing_result("mask_covers_assistant_spans", "sample", view, labels, policy, facts,
+                                    missing_at(view, labels, policy, facts, contract.max_len), shift, 0))
     first: dict[int, str] = {}
-    for fn in (check_mask_on_assistant_spans, check_mask_covers_assistant_spans):
-        r = fn(view, arrays, labels, c, facts)
-        if r.skipped:
-            continue
+    for r in found:
         for reason, n in r.by_reason.items():
             learnt.reasons[reason] = learnt.reasons.get(reason, 0) + n
         for e in r.examples:
@@ -362,7 +368,7 @@ def learn(view: Any, labels: Labels, facts: MaskFacts, contract: Contract, prese
     turns = _turns_value(figures, tolerance)
     prompt = turns == "last" and _prompt_context(view, labels, facts, keep, tolerance)
     if prompt:  # the prompt's tokens are context: measure what follows them
-        found = policy_mod.prompt_windows(facts, view.offsets, labels,
+        found = mask_rules.prompt_windows(facts, view.offsets, labels,
                                           turns_of(labels, view.offsets, facts.joins_blocks), "last")
         figures = measure(view, labels, facts, keep, _windows(len(view.ids), found[1], found[3]))
     keys, how = derive(figures, turns, prompt, tolerance)
@@ -375,8 +381,7 @@ def learn(view: Any, labels: Labels, facts: MaskFacts, contract: Contract, prese
             how[k] = f"not seen in the sample: {near}'s"
         keys["optional"] = tuple(k for k in MaskPolicy.OPTIONAL_KEYS
                                  if k in keys["optional"] or (k in base.optional and k in unseen))
-    policy = dataclasses.replace(MaskPolicy(), **keys, convention="custom")
-    policy = dataclasses.replace(policy, **{k: getattr(contract.mask, k) for k in explicit if k != "convention"})
+    policy = with_preset(dataclasses.replace(contract.mask, convention="custom"), explicit, keys)
     learnt = Learnt(policy, len(view.rows), figures, how, {int(view.rows[r]): v for r, v in unexplained.items()})
     learnt.nearest, learnt.differs = nearest(keys_of(policy), presets)
     learnt.equals = learnt.nearest if learnt.nearest and not learnt.differs else None

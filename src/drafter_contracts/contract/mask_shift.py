@@ -10,15 +10,21 @@ the rules as it stands, and with its mask moved one token it passes both.
 
 Pure numpy over a shard's flat buffers (``mask``, ``allowed`` and ``required`` per token, ``offsets``
 per row): a handful of whole-shard passes, no loop over rows or tokens. What may and what must be
-supervised comes from the mask rules themselves (``checks/spans.py``), so the shift is judged by
-exactly the rules the contracts apply.
+supervised comes from the mask rules themselves (``mask_rules.py``: :func:`mask_shift_of`), so the shift
+is judged by exactly the rules the contracts apply.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from ..spans.labels import Labels
+from ..spans.turns import MaskFacts, turns_of
+from .mask_rules import disallowed_supervision, needs_turns, required_tokens
 
 #: Reason codes of a shifted row (beyond every Role value and the mask contracts' own codes).
 LATE, EARLY = 120, 121
@@ -114,3 +120,22 @@ def shifted_rows(mask: np.ndarray, offsets: np.ndarray, allowed: np.ndarray, req
     later[firsts] = False
     early = candidate & ~late & ~last_bit & ~_breaks_rules(later, allowed, required, offsets, firsts)
     return MaskShift(late, early)
+
+
+def mask_shift_of(view: Any, labels: Labels | None, contract: Any, facts: MaskFacts | None = None) -> MaskShift:
+    """The view rows whose mask is one token late or early, judged by the two mask rules: what may carry
+    loss is what :func:`disallowed_supervision` lets through, what must is :func:`required_tokens` under
+    the contract's completeness (``contract``: its ``mask`` and ``max_len``). Where completeness is off, a
+    shift is named only when the moved mask is complete (``completeness = "all"``): the strongest evidence,
+    so no false alarm.
+    """
+    if view.mask is None or labels is None or not len(view.ids):
+        return MaskShift(np.zeros(len(view.rows), dtype=bool), np.zeros(len(view.rows), dtype=bool))
+    facts = facts if facts is not None else MaskFacts(view.ids)
+    policy = contract.mask
+    allowed = ~disallowed_supervision(np.ones(len(view.ids), dtype=bool), labels, policy, view.offsets, facts=facts)
+    judged = policy if policy.completeness != "off" else dataclasses.replace(policy, completeness="all")
+    turns = turns_of(labels, view.offsets, facts.joins_blocks) if needs_turns(judged) else None
+    required = required_tokens(view.ids, view.offsets, labels, turns, judged, contract.max_len,
+                               facts.newline_lead, facts)
+    return shifted_rows(view.mask, view.offsets, allowed, required)

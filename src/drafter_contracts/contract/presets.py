@@ -18,10 +18,10 @@ depend on the template, and is then derived from it, never assumed:
   end token and its newline; ``specforge-no-think`` (its qwen3-instruct configuration)
   also keeps the empty reasoning block of a non-thinking prompt as context.
 
-``auto`` infers the convention from the data (``checks/convention_fit.py``): each candidate's
+``auto`` infers the convention from the data (``fit.py``): each candidate's
 mask rules run on the first rows, and the one they fit is used; a producer no preset describes
 (arctic-training's ``str.find`` of each reply) gets the policy learnt from the rows themselves
-(``checks/convention_learn.py``), compared key by key with the nearest preset (:func:`nearest`).
+(``learn.py``), compared key by key with the nearest preset (:func:`nearest`).
 The summary says which and why.
 """
 
@@ -31,10 +31,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from .config import Contract, MaskPolicy
-from .errors import UsageProblem
+from ..errors import UsageProblem
+from .mask_policy import MaskPolicy
 
 #: Preset keys of each built-in convention (on top of MaskPolicy's defaults).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -77,29 +75,29 @@ class Decision:
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def _apply(base: MaskPolicy, keys: dict[str, Any], explicit: frozenset[str]) -> MaskPolicy:
-    """The convention's keys over MaskPolicy's defaults, under the keys the contract or the command line
-    set explicitly (taken from ``base``)."""
-    fresh = dataclasses.replace(MaskPolicy(), **keys)
-    return dataclasses.replace(fresh, **{k: getattr(base, k) for k in explicit if k != "convention"},
-                               convention=base.convention)
+def with_preset(policy: MaskPolicy, explicit: frozenset[str], keys: dict[str, Any] | None = None) -> MaskPolicy:
+    """The one place a convention's keys are applied: ``keys`` (default: the preset of ``policy.convention``) over
+    MaskPolicy's defaults, under the keys the contract or the command line set explicitly (taken from
+    ``policy``, whose convention the result keeps)."""
+    fresh = dataclasses.replace(MaskPolicy(), **(PRESETS[policy.convention] if keys is None else keys))
+    return dataclasses.replace(fresh, **{k: getattr(policy, k) for k in explicit if k != "convention"},
+                               convention=policy.convention)
 
 
-def resolve(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str] = frozenset()) -> Decision:
-    """The contract's mask policy with its named convention applied (``auto``, inferred from the data,
-    is ``checks/convention_fit.py: decide``).
+def resolve(policy: MaskPolicy, oracle: Any, explicit: frozenset[str] = frozenset()) -> Decision:
+    """A contract's mask policy with its named convention applied (``auto``, inferred from the data,
+    is ``fit.py: decide``); ``generation-tags`` with what the template's tags enclose (``oracle``).
 
     ``explicit`` are the [mask] keys the contract file or the command line wrote (they win over a
     convention's presets).
     """
-    policy = contract.mask
     name = policy.convention
     if name == "custom":
         return Decision(policy, "the contract's [mask] keys (convention = custom)")
-    if name == "auto":  # inferred from the data: checks/convention_fit.py
+    if name == "auto":  # inferred from the data: fit.py
         raise UsageProblem("[mask] convention = \"auto\" needs the dataset's first rows and a tokenizer; "
                            "pass --tokenizer or name the convention")
-    keys = dict(PRESETS[name])  # load_contract applied them already; re-applied here for callers that did not
+    keys = dict(PRESETS[name])
     how = DESCRIPTION[name]
     details: dict[str, Any] = {}
     if name == "generation-tags" and oracle is not None:
@@ -112,70 +110,7 @@ def resolve(contract: Contract, oracle: Any, vocab: Any, explicit: frozenset[str
             details["tags"] = learnt["note"]
         else:
             how += "; the tokenizer's template has no generation tags, so the preset keys apply"
-    return Decision(_apply(policy, keys, explicit), how, details)
-
-
-def prompt_explains(view: Any, labels: Any, facts: Any) -> tuple[Any, np.ndarray, np.ndarray] | None:
-    """Which generation prompt explains each row's last assistant turn (the per-turn rule's boundary).
-
-    Returns (the shard's assistant turns, ``has``: bool per last turn, supervised at all from its
-    header on, ``explains``: bool per prompt and last turn, its supervision starts exactly where that
-    prompt's context ends), or None without prompts, mask or tokens.
-    """
-    from .checks.policy import header_starts, prompt_windows
-    from .spans.turns import MaskFacts, turns_of
-
-    prompts = facts.prompts
-    if not prompts or view.mask is None or not len(view.ids):
-        return None
-    turns = turns_of(labels, view.offsets, facts.joins_blocks)
-    sel = np.flatnonzero(turns.is_last_turn)
-    if not len(sel):
-        return None
-    ends = turns.ends[sel]
-    # first supervised position of each selected turn's range, from its header start
-    hs = header_starts(labels.role, view.offsets, turns)[sel]
-    prefix = view.supervised_prefix
-    first = np.full(len(sel), -1, dtype=np.int64)
-    sup_pos = np.flatnonzero(view.mask)
-    k = np.searchsorted(sup_pos, hs)
-    has = (k < len(sup_pos))
-    first[has] = sup_pos[np.minimum(k[has], len(sup_pos) - 1)]
-    has &= (first <= ends) & (prefix[ends + 1] - prefix[hs] > 0)
-    explains = []
-    for prompt in prompts:
-        one = MaskFacts(facts.ids, facts.newline_lead, (prompt,), facts.joins_blocks)
-        _, _, lo, _ = prompt_windows(one, view.offsets, labels, turns, "last")
-        explains.append(has & (first == lo))
-    return turns, has, np.array(explains)
-
-
-def prompts_in_use(view: Any, labels: Any, facts: Any, policy: MaskPolicy) -> tuple[tuple[int, ...], ...] | None:
-    """The generation prompts the data's producer rendered, among those the template can render.
-
-    A template's prompt differs with ``enable_thinking`` and after a tool message; a producer
-    renders one per conversation. For each sample row, the prompt whose context ends exactly
-    where the row's last turn starts being supervised explains the row; the fewest prompts
-    that explain every explained row are the ones the checks then hold the data to (tokens
-    one of them holds and another does not may go either way only when the data uses both).
-    None when no sample row is explained (then every prompt is kept, and the checks say why).
-    """
-    prompts = facts.prompts
-    if policy.prompt_context == "off" or len(prompts) < 2 or view.mask is None or not len(view.ids):
-        return None
-    found = prompt_explains(view, labels, facts)
-    if found is None:
-        return None
-    explains = found[2]
-    if not explains.any():
-        return None
-    chosen: list[int] = []
-    left = explains.any(axis=0)
-    while left.any():
-        best = int(np.argmax((explains & left).sum(axis=1)))
-        chosen.append(best)
-        left &= ~explains[best]
-    return tuple(prompts[i] for i in sorted(chosen))
+    return Decision(with_preset(policy, explicit, keys), how, details)
 
 
 # --------------------------------------------------------------------------- comparing policies
