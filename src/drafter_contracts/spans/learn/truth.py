@@ -35,8 +35,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from .labels import Role
-from .prefix import common_prefix_length
+from ..labels import Role
+from ..prefix import common_prefix_length
 
 
 class TruthUnavailable(Exception):

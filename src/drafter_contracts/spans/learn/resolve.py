@@ -2,7 +2,7 @@
 
 ``auto`` tries every built-in family whose special tokens the tokenizer has, then the
 profile derived from its chat template, and uses the first that labels the template's
-own renderings exactly (``spans/verify.py``). The presence of a family's markers is
+own renderings exactly (``spans/learn/verify.py``). The presence of a family's markers is
 never enough, and nothing falls back to a guess: when no candidate labels the
 renderings, the run stops with one line naming the closest candidate's first
 disagreement. A named built-in is held to the same check whenever the tokenizer has
@@ -20,15 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageProblem
-from ..paths import JsonCache
-from ..vocab import Vocabulary
+from ...errors import UsageProblem
+from ...paths import JsonCache
+from ...vocab import Vocabulary
+from ..cache_code import SPANS_CODE
+from ..labels import Labels
+from ..prefix import common_prefix_length
+from ..profile import CompiledProfile, TemplateProfile
 from .builtin import ALIASES, BUILTINS, MissingToken, available_builtins, builtin_profile
-from .cache_code import SPANS_CODE
 from .derive import DerivationFailed, cached_derivation
-from .labels import Labels
-from .prefix import common_prefix_length
-from .profile import CompiledProfile, TemplateProfile
+from .probes import PROMPT_CONTEXTS
 
 AUTO = "auto"
 RESOLVE_VERSION = 3  # 2: generation prompts of templates that close a finished conversation (Phi-3); 3: tightness
@@ -55,13 +56,13 @@ class SpanOracle:
 
     def mask_facts(self, ids: np.ndarray) -> Any:
         """What the mask rules read for a shard's ids under this template."""
-        from .turns import MaskFacts
+        from ..turns import MaskFacts
 
         return MaskFacts(ids, self.newline_lead, self.prompts, self.profile.joins_blocks)
 
     def label(self, ids: np.ndarray, offsets: np.ndarray, max_len: int) -> Labels:
         """Role, boundary and problem of every token of a flattened shard (``offsets``: row starts + end)."""
-        from . import labeller
+        from .. import labeller
 
         return labeller.label(ids, offsets, self.compiled, max_len)
 
@@ -212,18 +213,13 @@ def generation_prompts(vocab: Vocabulary) -> tuple[tuple[int, ...], ...]:
     (the longest common token prefix of the two renderings is cut off). A context the template
     rejects is skipped; a prompt that rewrites the history before it is ignored.
     """
-    from .verify import PROBES
-
     if not vocab.chat_template:
         return ()
-    user_only = PROBES["two-turns"][0][:1]
-    tool_probe, tools = PROBES["tool-call"]
-    contexts = [(user_only, None), (tool_probe[:4], tools)]
     switches: list[dict[str, Any]] = [{}]
     if "enable_thinking" in vocab.chat_template:
         switches += [{"enable_thinking": True}, {"enable_thinking": False}]
     out: dict[tuple[int, ...], None] = {}
-    for messages, tl in contexts:
+    for messages, tl in PROMPT_CONTEXTS:
         for sw in switches:
             try:
                 base = vocab.render_chat(messages, tools=tl, add_generation_prompt=False, **sw)
