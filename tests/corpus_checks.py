@@ -84,8 +84,8 @@ def relaxations_in_force(corpus: ModuleType, name: str) -> list[tuple[str, str, 
         f"{[n for n, _, _ in kept]}")
     for rname, allows, needed_by in kept:
         assert allows and needed_by.split(":", 1)[0].split(" ")[0] in {*PROBES, *EVIDENCE}, f"{name}: {rname} needed by {needed_by!r}"
-    off = oracle.verification.get("turned_off")
-    assert isinstance(off, list) and not set(off) & {n for n, _, _ in kept}
+    off = oracle.verification.turned_off
+    assert oracle.verification.checked and not set(off) & {n for n, _, _ in kept}
     return kept
 
 

@@ -25,7 +25,8 @@ from ..checks.spans import disallowed_supervision
 from ..config import Contract, MaskPolicy
 from ..spans.excerpt import LEGEND, excerpt
 from ..spans.labels import ROLE_NAMES, Labels, Role
-from ..spans.learn.resolve import SpanOracle, make_oracle
+from ..spans.learn.resolve import make_oracle
+from ..spans.oracle import SpanOracle
 from ..vocab import Vocabulary
 
 
