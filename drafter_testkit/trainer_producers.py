@@ -333,13 +333,9 @@ def judge_row(tok: Any, rec: dict[str, Any], ids: list[int], mask: list[bool], l
     """The truth of one explained row: its misplaced tokens (and what they hold) and its untouched assistant fields."""
     import numpy as np
 
-    from drafter_contracts.spans.learn.truth import (
-        TemplateRejected,
-        TruthUnavailable,
-        misplaced_supervision,
-        render_truth,
-        unsupervised_fields,
-    )
+    from drafter_contracts.spans.learn.truth import TemplateRejected, TruthUnavailable, render_truth
+
+    from .mask_judging import misplaced_supervision, unsupervised_fields
 
     if "unexplained" in rec:
         return {"status": f"unexplained: {rec['unexplained']}"}

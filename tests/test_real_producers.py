@@ -250,7 +250,8 @@ def test_misplaced_supervision_reads_fields_and_gaps() -> None:
     """A clean generation-tag row is sound; its user text or the scaffold between two tool responses is not."""
     import numpy as np
 
-    from drafter_contracts.spans.learn.truth import CharClass, misplaced_supervision, render_truth, unsupervised_fields
+    from drafter_contracts.spans.learn.truth import CharClass, render_truth
+    from drafter_testkit.mask_judging import misplaced_supervision, unsupervised_fields
 
     tok = rt.load_template_tokenizer("qwen3_6_training")
     case = rt.cases("qwen3_6_training", 1).cases[0]  # the agent run: system, tools, two tool responses
