@@ -51,8 +51,7 @@ from drafter_contracts.spans import generic
 from drafter_contracts.spans.learn.builtin import builtin_profile
 from drafter_contracts.spans.learn.derive import DerivationFailed, cached_derivation
 from drafter_contracts.spans.profile import CompiledProfile
-from drafter_contracts.spans.learn.resolve import make_oracle, oracle_for_profile
-from drafter_contracts.spans.oracle import SpanOracle
+from drafter_contracts.spans import SpanOracle, make_oracle, oracle_for_profile
 from drafter_contracts.vocab import load_vocabulary
 
 MAX_LEN = 4096

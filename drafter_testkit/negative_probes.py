@@ -146,7 +146,7 @@ def probe_template(corpus: ModuleType, name: str, oracle: Any | None = None,
     from drafter_contracts.spans.labels import Role
     from drafter_contracts.spans.profile import CompiledProfile
     from drafter_contracts.spans.learn.relax import relaxations, without
-    from drafter_contracts.spans.learn.resolve import make_oracle
+    from drafter_contracts.spans import make_oracle
 
     vocab = corpus.template_vocabulary(name)
     try:
@@ -288,7 +288,7 @@ def count_typed_marker_leaks(corpus: ModuleType, name: str, n: int, oracle: Any 
     from drafter_contracts.spans.turns import MaskFacts
     from drafter_contracts.checks.spans import disallowed_supervision
     from drafter_contracts.config import MaskPolicy
-    from drafter_contracts.spans.learn.resolve import make_oracle
+    from drafter_contracts.spans import make_oracle
     from drafter_contracts.spans.learn.truth import CharClass, TemplateRejected, TruthUnavailable, render_truth
 
     from .speculators_producer import load_preprocessing, speculators_rows

@@ -12,7 +12,7 @@ from types import ModuleType
 import numpy as np
 
 from drafter_contracts.errors import UsageProblem
-from drafter_contracts.spans.learn.resolve import make_oracle
+from drafter_contracts.spans import make_oracle
 from drafter_contracts.spans.learn.truth import TemplateRejected, check_labels, render_truth
 
 

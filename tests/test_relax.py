@@ -65,7 +65,7 @@ def test_tightening_records_the_probe_and_the_json_carries_it(vocab) -> None:
     from drafter_contracts.spans.learn.builtin import builtin_profile
     from drafter_contracts.spans.labels import Role
     from drafter_contracts.spans.profile import TemplateProfile
-    from drafter_contracts.spans.learn.resolve import make_oracle
+    from drafter_contracts.spans import make_oracle
     from drafter_contracts.spans.learn.verify import probe_renderings, tighten, verify
 
     tight = builtin_profile("exaone4", vocab)

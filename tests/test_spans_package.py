@@ -1,18 +1,40 @@
-"""``learn/`` holds the template learning (its probe sets in one module), and the oracle's verification is a
-typed record written to summary.json in the cached document's form."""
+"""spans/ has one front door: its ``__init__`` exports the labels, the turns and the oracle without loading
+anything, ``learn/`` holds the template learning (its probe sets in one module), and the oracle's verification
+is a typed record written to summary.json in the cached document's form."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from drafter_contracts.spans import oracle
+import drafter_contracts.spans as spans
+import drafter_contracts.spans.learn as learn
 from drafter_contracts.spans.oracle import Verification
 
-SPANS = Path(oracle.__file__).parent
+SPANS = Path(spans.__file__).parent
+
+
+def test_importing_the_package_loads_none_of_its_modules() -> None:
+    code = ("import json, sys; import drafter_contracts.spans, drafter_contracts.spans.learn; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('drafter_contracts.', 'transformers')))))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                       text=True).stdout)
+    assert loaded == ["drafter_contracts.spans", "drafter_contracts.spans.learn"]
+
+
+@pytest.mark.parametrize("package", [spans, learn], ids=["spans", "learn"])
+def test_every_exported_name_is_its_defining_modules(package: object) -> None:
+    for name in package.__all__:
+        module = importlib.import_module(package._EXPORTS[name], package.__name__)
+        assert getattr(package, name) is getattr(module, name), name
+    with pytest.raises(AttributeError):
+        package.no_such_name  # noqa: B018
 
 
 def _modules() -> list[Path]:

@@ -577,7 +577,7 @@ def _baseline_policy(flat: dict[str, Any], where: str) -> BaselinePolicy:
 
 
 def _check_values(c: Contract, where: str) -> None:
-    from .spans.learn.resolve import profile_names
+    from .spans import profile_names
 
     if c.template_profile not in profile_names():
         raise UsageProblem(f"{where}: template profile {c.template_profile!r} is unknown"
