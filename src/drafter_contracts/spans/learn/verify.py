@@ -6,7 +6,7 @@ the tokenizer's chat template exactly as the rendering's ground truth says
 template's output alone). Marker tokens present in a vocabulary prove nothing: every
 tokenizer built on the Qwen vocabulary has ``<|im_start|>``, whatever its template.
 
-The probes cover what templates do differently: a system prompt, several turns,
+The probes (``probes.py``) cover what templates do differently: a system prompt, several turns,
 reasoning (under each field name templates read), tool calls with empty and non-empty
 content, one and two tool responses, an answer after tool output, and the
 ``enable_thinking`` switch. Each is rendered whole and as per-turn rows (every
