@@ -48,10 +48,10 @@ from drafter_testkit.families import family_dataset_dir, family_tokenizer_dir
 from drafter_contracts.demo.dataset import demo_dataset_dir
 from drafter_testkit.tokenizer import qwen36_tokenizer_dir
 from drafter_contracts.spans import generic
-from drafter_contracts.spans.builtin import builtin_profile
-from drafter_contracts.spans.derive import DerivationFailed, cached_derivation
+from drafter_contracts.spans.learn.builtin import builtin_profile
+from drafter_contracts.spans.learn.derive import DerivationFailed, cached_derivation
 from drafter_contracts.spans.profile import CompiledProfile
-from drafter_contracts.spans.resolve import SpanOracle, make_oracle, oracle_for_profile
+from drafter_contracts.spans import SpanOracle, make_oracle, oracle_for_profile
 from drafter_contracts.vocab import load_vocabulary
 
 MAX_LEN = 4096

@@ -145,8 +145,8 @@ def probe_template(corpus: ModuleType, name: str, oracle: Any | None = None,
     from drafter_contracts.errors import UsageProblem
     from drafter_contracts.spans.labels import Role
     from drafter_contracts.spans.profile import CompiledProfile
-    from drafter_contracts.spans.relax import relaxations, without
-    from drafter_contracts.spans.resolve import make_oracle
+    from drafter_contracts.spans.learn.relax import relaxations, without
+    from drafter_contracts.spans import make_oracle
 
     vocab = corpus.template_vocabulary(name)
     try:
@@ -241,7 +241,7 @@ def _renders_the_same(tok: Any, template: str, case: Any, msgs: list[dict[str, A
 
 def _key(corpus: ModuleType, name: str) -> str:
     from drafter_contracts.spans.cache_code import SPANS_CODE
-    from drafter_contracts.spans.resolve import RESOLVE_VERSION
+    from drafter_contracts.spans.learn.resolve import RESOLVE_VERSION
 
     vocab = corpus.template_vocabulary(name)
     h = hashlib.sha256(f"{NEGATIVE_VERSION}\0{RESOLVE_VERSION}\0{vocab.fingerprint}\0{corpus.template_text(name)}".encode())
@@ -288,8 +288,8 @@ def count_typed_marker_leaks(corpus: ModuleType, name: str, n: int, oracle: Any 
     from drafter_contracts.spans.turns import MaskFacts
     from drafter_contracts.contract.mask_rules import disallowed_supervision
     from drafter_contracts.contract import MaskPolicy
-    from drafter_contracts.spans.resolve import make_oracle
-    from drafter_contracts.spans.truth import CharClass, TemplateRejected, TruthUnavailable, render_truth
+    from drafter_contracts.spans import make_oracle
+    from drafter_contracts.spans.learn.truth import CharClass, TemplateRejected, TruthUnavailable, render_truth
 
     from .speculators_producer import load_preprocessing, speculators_rows
 
@@ -376,9 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     from dataclasses import replace
 
-    from drafter_contracts.spans.builtin import builtin_profile
+    from drafter_contracts.spans.learn.builtin import builtin_profile
     from drafter_contracts.spans.labels import Role
-    from drafter_contracts.spans.resolve import make_oracle, oracle_for_profile
+    from drafter_contracts.spans.learn.resolve import make_oracle, oracle_for_profile
 
     from . import axolotl_templates as at
 

@@ -27,7 +27,7 @@ The conversations are ``real_templates.cases`` of Qwen3.6 (reasoning, tool calls
 marker strings typed by users) plus :data:`QUOTED`. As in ``real_producers.py``, every
 ``apply_chat_template`` call a trainer makes is recorded (:class:`TrainerRecorder`; in arctic's venv the
 driver records them), a row is the recorded rendering whose ids it equals (or starts: a row cut at a
-length cap), and its truth (``spans/truth.py``) is taken on that call's arguments, never from the span
+length cap), and its truth (``spans/learn/truth.py``) is taken on that call's arguments, never from the span
 oracle. ``rows.json`` beside each dataset holds per row the rendering, the supervised tokens the truth
 does not allow (``misplaced``: the leak defects) and the assistant fields the row trains on but leaves
 unsupervised, and the rows of each kind. Each producer's datasets are built in a subprocess of their own
@@ -323,7 +323,7 @@ def read_native(name: str, data: Path) -> list[tuple[list[int], list[bool]]]:
 
 def _kind_of(truth: Any, t: int) -> str:
     """What a misplaced token holds: system / user / tool text, scaffold, or a token mixing both."""
-    from drafter_contracts.spans.truth import CLASS_NAMES
+    from drafter_contracts.spans.learn.truth import CLASS_NAMES
 
     f = int(truth.token_field[t])
     return CLASS_NAMES[truth.fields[f].char_class] if f >= 0 else ("scaffold" if f == -1 else "mixed")
@@ -333,13 +333,9 @@ def judge_row(tok: Any, rec: dict[str, Any], ids: list[int], mask: list[bool], l
     """The truth of one explained row: its misplaced tokens (and what they hold) and its untouched assistant fields."""
     import numpy as np
 
-    from drafter_contracts.spans.truth import (
-        TemplateRejected,
-        TruthUnavailable,
-        misplaced_supervision,
-        render_truth,
-        unsupervised_fields,
-    )
+    from drafter_contracts.spans.learn.truth import TemplateRejected, TruthUnavailable, render_truth
+
+    from .mask_judging import misplaced_supervision, unsupervised_fields
 
     if "unexplained" in rec:
         return {"status": f"unexplained: {rec['unexplained']}"}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from drafter_contracts.spans.labels import Labels
     from drafter_contracts.spans.profile import CompiledProfile
-    from drafter_contracts.spans.resolve import SpanOracle
+    from drafter_contracts.spans.oracle import SpanOracle
     from drafter_contracts.vocab import Vocabulary
 
 
@@ -145,9 +145,9 @@ class ChatML:
 
 @pytest.fixture(scope="session")
 def chatml(vocab: Vocabulary) -> ChatML:
-    from drafter_contracts.spans.builtin import builtin_profile
+    from drafter_contracts.spans.learn.builtin import builtin_profile
     from drafter_contracts.spans.profile import CompiledProfile
-    from drafter_contracts.spans.resolve import SpanOracle
+    from drafter_contracts.spans.oracle import SpanOracle
 
     prof = builtin_profile("chatml", vocab)
     oracle = SpanOracle(prof, "built-in chatml", CompiledProfile(prof, vocab.newline_lead))

@@ -12,8 +12,8 @@ from types import ModuleType
 import numpy as np
 
 from drafter_contracts.errors import UsageProblem
-from drafter_contracts.spans.resolve import make_oracle
-from drafter_contracts.spans.truth import TemplateRejected, check_labels, render_truth
+from drafter_contracts.spans import make_oracle
+from drafter_contracts.spans.learn.truth import TemplateRejected, check_labels, render_truth
 
 
 def truths(corpus: ModuleType, name: str, n: int, long: int = 0) -> list[tuple[str, object]]:
@@ -70,8 +70,8 @@ def relaxations_in_force(corpus: ModuleType, name: str) -> list[tuple[str, str, 
     Holds "no relaxation without a probe": every relaxation the profile has is listed with a
     rendering of the template's own probes that is mislabelled without it, and nothing else is listed.
     """
-    from drafter_contracts.spans.relax import relaxations
-    from drafter_contracts.spans.verify import EVIDENCE, PROBES
+    from drafter_contracts.spans.learn.relax import relaxations
+    from drafter_contracts.spans.learn.probes import EVIDENCE, PROBES
 
     vocab = corpus.template_vocabulary(name)
     try:
@@ -84,8 +84,8 @@ def relaxations_in_force(corpus: ModuleType, name: str) -> list[tuple[str, str, 
         f"{[n for n, _, _ in kept]}")
     for rname, allows, needed_by in kept:
         assert allows and needed_by.split(":", 1)[0].split(" ")[0] in {*PROBES, *EVIDENCE}, f"{name}: {rname} needed by {needed_by!r}"
-    off = oracle.verification.get("turned_off")
-    assert isinstance(off, list) and not set(off) & {n for n, _, _ in kept}
+    off = oracle.verification.turned_off
+    assert oracle.verification.checked and not set(off) & {n for n, _, _ in kept}
     return kept
 
 

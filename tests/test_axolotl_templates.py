@@ -32,7 +32,7 @@ from drafter_testkit import template_table
 from drafter_testkit.template_table import AXOLOTL_DEFECTS, AXOLOTL_ORACLE_GAPS
 from drafter_testkit.tiers import AXOLOTL_DEFAULT, default_vendors, tiered
 from drafter_testkit.tokenizer import FIRST_SPECIAL_ID
-from drafter_contracts.spans.truth import CharClass, TemplateRejected, check_labels, render_truth
+from drafter_contracts.spans.learn.truth import CharClass, TemplateRejected, check_labels, render_truth
 
 MISSING = at.unavailable_reason()
 NAMES = at.template_names() if MISSING is None else ()
@@ -187,7 +187,7 @@ NEW_BUILTIN_ROWS = [
     pytest.param("", "", "", {}, marks=pytest.mark.skip(reason=MISSING or ""))])
 def test_new_builtin_rows(family: str, template: str, text: str, expect: dict[str, str]) -> None:
     """The built-ins added for this corpus (llama4, exaone, exaone4, jamba) on hand-written rows of their shape."""
-    from drafter_contracts.spans.builtin import builtin_profile
+    from drafter_contracts.spans.learn.builtin import builtin_profile
     from drafter_contracts.spans.labeller import label
     from drafter_contracts.spans.labels import Role
     from drafter_contracts.spans.profile import CompiledProfile
@@ -210,8 +210,8 @@ def test_exaone_builtin_labels_conversations_without_tools() -> None:
     rendering of the conversations the template can render exactly."""
     if MISSING is not None:
         pytest.skip(MISSING)
-    from drafter_contracts.spans.builtin import builtin_profile
-    from drafter_contracts.spans.resolve import oracle_for_profile
+    from drafter_contracts.spans.learn.builtin import builtin_profile
+    from drafter_contracts.spans.learn.resolve import oracle_for_profile
 
     vocab = at.template_vocabulary("exaone")
     oracle = oracle_for_profile(builtin_profile("exaone", vocab), vocab)
@@ -336,9 +336,9 @@ def test_negative_probes_catch_the_loose_exaone4_profile() -> None:
         pytest.skip(MISSING)
     from dataclasses import replace
 
-    from drafter_contracts.spans.builtin import builtin_profile
+    from drafter_contracts.spans.learn.builtin import builtin_profile
     from drafter_contracts.spans.labels import Role
-    from drafter_contracts.spans.resolve import oracle_for_profile
+    from drafter_contracts.spans.learn.resolve import oracle_for_profile
     from drafter_testkit.negative_probes import cached_report, probe_template
 
     vocab = at.template_vocabulary("exaone4")

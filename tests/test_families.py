@@ -27,11 +27,11 @@ from drafter_testkit.families import (ALL_FAMILIES, MUTANT_KINDS, family_dataset
 from drafter_testkit.tokenizer import strip_generation_tags
 from drafter_contracts.demo.conversations import generate_conversations
 from drafter_contracts.spans import generic
-from drafter_contracts.spans.builtin import builtin_profile
-from drafter_contracts.spans.derive import DerivationFailed, derive_profile
+from drafter_contracts.spans.learn.builtin import builtin_profile
+from drafter_contracts.spans.learn.derive import DerivationFailed, derive_profile
 from drafter_contracts.spans.labels import Role
 from drafter_contracts.spans.profile import CompiledProfile
-from drafter_contracts.spans.resolve import choose_profile, make_oracle
+from drafter_contracts.spans.learn.resolve import choose_profile, make_oracle
 from drafter_contracts.vocab import Vocabulary, load_vocabulary
 
 ROWS = 400

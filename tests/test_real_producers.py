@@ -4,7 +4,7 @@ Every dataset is written by a producer's own code (transformers' generation-tag 
 speculators 0.7.0's regex path, speculators 0.9.0's per-turn rows through the ``/render``
 stand-in, SpecForge 0.2.0's ``build_eagle3_dataset``) on a corpus template
 (``fixtures/real_producers.py``), and judged twice: by the ground truth of each row's rendering
-(``spans/truth.py``: a supervised token outside assistant text and in-turn scaffold is a leak, an
+(``spans/learn/truth.py``: a supervised token outside assistant text and in-turn scaffold is a leak, an
 assistant field the row trains on left unsupervised is missing) and by the suite through the engine
 with ``--contract auto`` (the generic contract: ``--template-profile auto``, ``convention = auto``)
 and the dataset's tokenizer. The two must agree row for row: a dataset the truth calls correct
@@ -250,7 +250,8 @@ def test_misplaced_supervision_reads_fields_and_gaps() -> None:
     """A clean generation-tag row is sound; its user text or the scaffold between two tool responses is not."""
     import numpy as np
 
-    from drafter_contracts.spans.truth import CharClass, misplaced_supervision, render_truth, unsupervised_fields
+    from drafter_contracts.spans.learn.truth import CharClass, render_truth
+    from drafter_testkit.mask_judging import misplaced_supervision, unsupervised_fields
 
     tok = rt.load_template_tokenizer("qwen3_6_training")
     case = rt.cases("qwen3_6_training", 1).cases[0]  # the agent run: system, tools, two tool responses
@@ -383,7 +384,7 @@ def test_suite_cli_on_producer_output(pytester, key: str) -> None:
 def test_generation_prompt_of_a_template_that_closes_the_conversation() -> None:
     """Phi-3 ends a conversation without a prompt with '<|endoftext|>', which the prompt replaces: the prompt is
     still '<|assistant|>\\n' (it was lost, so per-turn rows were held to no prompt: a false alarm on every row)."""
-    from drafter_contracts.spans.resolve import generation_prompts
+    from drafter_contracts.spans.learn.resolve import generation_prompts
 
     vocab = rt.template_vocabulary("phi3")
     assert [vocab.decode(list(p)) for p in generation_prompts(vocab)] == ["<|assistant|>\n"]

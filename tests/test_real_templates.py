@@ -25,7 +25,7 @@ from drafter_testkit import real_templates as rt
 from drafter_testkit.template_table import TEMPLATE_DEFECTS, handling
 from drafter_testkit.tiers import TRL_DEFAULT, default_vendors, tiered
 from drafter_testkit.tokenizer import FIRST_SPECIAL_ID
-from drafter_contracts.spans.truth import CharClass, TemplateRejected, render_truth
+from drafter_contracts.spans.learn.truth import CharClass, TemplateRejected, render_truth
 
 NAMES = rt.template_names()
 TAGGED = tuple(n for n in NAMES if rt.has_generation_tags(rt.template_text(n)))

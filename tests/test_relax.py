@@ -1,4 +1,4 @@
-"""The relaxation inventory (spans/relax.py) and tightening (spans/verify.py: tighten) on EXAONE's vocabulary.
+"""The relaxation inventory (spans/learn/relax.py) and tightening (spans/learn/verify.py: tighten) on EXAONE's vocabulary.
 
 EXAONE 3 and 4 share their markers, so one vocabulary shows the relaxation that separates them: an
 assistant header that may open inside an open user turn. The corpus tests hold every template to
@@ -24,8 +24,8 @@ def vocab():
 
 
 def test_exaone3_has_the_inside_relaxation_and_exaone4_not(vocab) -> None:
-    from drafter_contracts.spans.builtin import builtin_profile
-    from drafter_contracts.spans.relax import relaxations
+    from drafter_contracts.spans.learn.builtin import builtin_profile
+    from drafter_contracts.spans.learn.relax import relaxations
 
     three = [rx.name for rx in relaxations(builtin_profile("exaone", vocab))]
     four = [rx.name for rx in relaxations(builtin_profile("exaone4", vocab))]
@@ -36,10 +36,10 @@ def test_exaone3_has_the_inside_relaxation_and_exaone4_not(vocab) -> None:
 
 def test_each_relaxation_turned_off_is_gone_and_the_profile_still_labels(vocab) -> None:
     """``without`` removes exactly the named relaxation, and the result still compiles and labels a row."""
-    from drafter_contracts.spans.builtin import BUILTINS, MissingToken, builtin_profile
+    from drafter_contracts.spans.learn.builtin import BUILTINS, MissingToken, builtin_profile
     from drafter_contracts.spans.generic import label
     from drafter_contracts.spans.profile import CompiledProfile
-    from drafter_contracts.spans.relax import relaxations, without
+    from drafter_contracts.spans.learn.relax import relaxations, without
 
     ids = np.asarray(vocab.encode_cached("[|user|]\nHi[|endofturn|]\n[|assistant|]\nHello[|endofturn|]\n"), dtype=np.int64)
     seen = 0
@@ -62,11 +62,11 @@ def test_tightening_records_the_probe_and_the_json_carries_it(vocab) -> None:
     newline after ``[|endofturn|]`` stays with the rendering that needs it, in the profile's JSON and the oracle's dict."""
     from dataclasses import replace
 
-    from drafter_contracts.spans.builtin import builtin_profile
+    from drafter_contracts.spans.learn.builtin import builtin_profile
     from drafter_contracts.spans.labels import Role
     from drafter_contracts.spans.profile import TemplateProfile
-    from drafter_contracts.spans.resolve import make_oracle
-    from drafter_contracts.spans.verify import probe_renderings, tighten, verify
+    from drafter_contracts.spans import make_oracle
+    from drafter_contracts.spans.learn.verify import probe_renderings, tighten, verify
 
     tight = builtin_profile("exaone4", vocab)
     loose = replace(tight, headers=tuple(replace(h, inside=(Role.USER,)) if h.role == Role.ASSISTANT else h
@@ -92,7 +92,7 @@ def test_diffusion_gemma_reopens_the_model_turn_only_after_closed_tool_output() 
     labels cleanly, the same header typed inside tool output is a header inside an open turn, and the
     compiled labeller agrees with the numpy reference on both."""
     from drafter_contracts.spans import generic, kernel
-    from drafter_contracts.spans.builtin import builtin_profile
+    from drafter_contracts.spans.learn.builtin import builtin_profile
     from drafter_contracts.spans.labels import TurnProblem
     from drafter_contracts.spans.profile import CompiledProfile
     from drafter_testkit import real_templates as rt

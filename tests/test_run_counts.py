@@ -93,7 +93,7 @@ def test_explicit_workers_are_capped_at_the_shards(pytester, tmp_path) -> None:
 def test_help_lists_every_builtin_from_its_registry(tmp_path: Path) -> None:
     from drafter_contracts.checks.registry import specs
     from drafter_contracts.contract import builtin_contracts
-    from drafter_contracts.spans.resolve import AUTO, profile_names
+    from drafter_contracts.spans.learn.resolve import AUTO, profile_names
 
     proc = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300, env={**__import__("os").environ,

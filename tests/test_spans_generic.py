@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from drafter_testkit.families import family_tokenizer_dir
 from drafter_contracts.spans import generic, kernel
-from drafter_contracts.spans.builtin import builtin_profile
+from drafter_contracts.spans.learn.builtin import builtin_profile
 from drafter_contracts.spans.labels import Role, TurnProblem
 from drafter_contracts.spans.profile import CompiledProfile, Header, SubSpan, TemplateProfile
 from drafter_contracts.vocab import load_vocabulary

@@ -13,7 +13,7 @@ import pytest
 
 from drafter_testkit.real_templates import template_text as trl_template
 from drafter_contracts.spans.labels import Role
-from drafter_contracts.spans.truth import (CLASS_NAMES, CharClass, TemplateRejected, TruthRender, TruthUnavailable,
+from drafter_contracts.spans.learn.truth import (CLASS_NAMES, CharClass, TemplateRejected, TruthRender, TruthUnavailable,
                                            allowed_roles, check_labels, render_truth)
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim }}<|im_end|>\n{% endfor %}"

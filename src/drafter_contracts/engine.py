@@ -32,7 +32,7 @@ from .integrity import Integrity, file_state, scan_tables, shard_buffers_problem
 from .checks.stats import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult
 from .spans.labels import Labels, Role
-from .spans.resolve import SpanOracle, make_oracle
+from .spans import SpanOracle, make_oracle
 from .vocab import Vocabulary
 
 # Views of the registry (checks/registry.py), by the groups the reports and tests name. Contracts an

@@ -58,7 +58,7 @@ def builtin_contracts() -> str:
 
 
 def template_profiles() -> str:
-    from .spans.resolve import AUTO, profile_names
+    from .spans import AUTO, profile_names
 
     return f"Built-in: {', '.join(n for n in profile_names() if n != AUTO)}."
 

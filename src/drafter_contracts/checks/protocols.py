@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..contract import Contract
     from ..dataset import SavedDataset, Shard, ShardArrays
     from ..spans.labels import Labels
-    from ..spans.resolve import SpanOracle
+    from ..spans.oracle import SpanOracle
     from ..spans.turns import MaskFacts
     from ..vocab import Vocabulary
     from .view import RowView

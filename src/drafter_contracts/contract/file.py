@@ -33,7 +33,7 @@ KNOWN_TYPES = frozenset(
 )
 #: SpecForge's [1, L] columns (docs/layouts.md), as ``init`` pins them.
 KNOWN_TYPES |= {f"list<{t}>" for t in KNOWN_TYPES if t.startswith("list<")}
-#: Template families a contract may declare: the built-in span profiles (spans/builtin.py) and "auto".
+#: Template families a contract may declare: the built-in span profiles (spans/learn/builtin.py) and "auto".
 #: What ``--dataset-path`` runs without ``--contract``: a contract that fits any well-formed dataset.
 BUILTIN_CONTRACT = "generic"
 #: The named example contract of the worked example (a Qwen3.6-27B dataset) (and what ``--masker``
@@ -168,7 +168,7 @@ class Contract:
     max_len: int | None = 4096
     min_supervised: int = 1
     #: Span profile: "auto" derives it from the tokenizer's chat template (the built-ins first),
-    #: a built-in name forces that family (see spans/resolve.py).
+    #: a built-in name forces that family (see spans/learn/resolve.py).
     template_profile: str = "auto"
     tokenizer: str | None = None
     vocab_size: int | None = None
@@ -483,7 +483,7 @@ def _baseline_policy(flat: dict[str, Any], where: str) -> BaselinePolicy:
 
 
 def _check_values(c: Contract, where: str) -> None:
-    from ..spans.resolve import profile_names
+    from ..spans import profile_names
 
     if c.template_profile not in profile_names():
         raise UsageProblem(f"{where}: template profile {c.template_profile!r} is unknown"

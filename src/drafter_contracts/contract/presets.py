@@ -101,7 +101,7 @@ def resolve(policy: MaskPolicy, oracle: Any, explicit: frozenset[str] = frozense
     how = DESCRIPTION[name]
     details: dict[str, Any] = {}
     if name == "generation-tags" and oracle is not None:
-        learnt = oracle.verification.get("tags")  # learnt with the profile, cached with it (spans/resolve.py)
+        learnt = oracle.verification.tags  # learnt with the profile, cached with it (spans/learn/resolve.py)
         if learnt and "error" in learnt:
             raise UsageProblem(learnt["error"])
         if learnt:

@@ -1,7 +1,7 @@
 """The one door from the properties to the span oracle and the mask policy.
 
 The properties judge a masker's rows with the same two pieces a dataset run uses: the
-span oracle (``spans.resolve.make_oracle``: a template profile verified against the
+span oracle (``spans.make_oracle``: a template profile verified against the
 template's own renderings) labels every token with its role, and the mask rules of
 ``contract.mask_rules`` (``allowed_tokens`` / ``required_tokens`` over ``MaskFacts``) say which
 tokens may and which must be supervised under the convention's policy
@@ -25,7 +25,7 @@ from ..contract.presets import resolve
 from ..spans.turns import MaskFacts, turns_of
 from ..spans.excerpt import LEGEND, excerpt
 from ..spans.labels import ROLE_NAMES, Labels, Role
-from ..spans.resolve import SpanOracle, make_oracle
+from ..spans import SpanOracle, make_oracle
 from ..vocab import Vocabulary
 
 

@@ -17,7 +17,7 @@ from ..maskers import Masker
 from ..maskers.hf import has_generation_tags
 from ..maskers.loader import load_masker
 from ..maskers.oracle import Oracle, resolve_policy, with_template
-from ..spans.resolve import make_oracle
+from ..spans import make_oracle
 from .markers import TemplateMarkers, template_markers
 from ..vocab import load_vocabulary
 

@@ -153,7 +153,7 @@ class TemplateProfile:
     source: str = "builtin"  # "builtin" or "derived"
     notes: tuple[str, ...] = field(default=(), compare=False)
     #: The relaxations verification found in force, each with the probe rendering that needs it
-    #: (``spans/verify.py: tighten``): (name, what it allows, rendering that is mislabelled without it).
+    #: (``spans/learn/verify.py: tighten``): (name, what it allows, rendering that is mislabelled without it).
     #: Empty for a profile that was never verified (its relaxations are then all in force, unproven).
     relaxations: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
 

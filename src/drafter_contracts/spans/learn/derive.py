@@ -18,24 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from ..paths import JsonCache
-from ..vocab import Vocabulary
-from .cache_code import SPANS_CODE
-from .labels import Role
-from .prefix import common_prefix_length
-from .profile import CompiledProfile, Header, Pair, SubSpan, TemplateProfile
+from ...paths import JsonCache
+from ...vocab import Vocabulary
+from ..cache_code import SPANS_CODE
+from ..labels import Role
+from ..prefix import common_prefix_length
+from ..profile import CompiledProfile, Header, Pair, SubSpan, TemplateProfile
+from .probes import A1, A2, FN, REASON, SYS, TOOL_CALL, TOOL_OUT, TOOL_SCHEMA, U1, U2, content_parts
 
 DERIVE_VERSION = 3  # 3: profiles carry their relaxations
-
-# Letter-only sentinels: BPE keeps them apart from the newlines and markers around them.
-SYS, U1, A1, U2, A2 = "Qzsysq", "Qzusrone", "Qzastone", "Qzusrtwo", "Qzasttwo"
-REASON, TOOL_OUT, FN, ARG = "Qzreason", "Qztoolout", "qz_lookup", "Qzargval"
-
-TOOL_SCHEMA = {"type": "function", "function": {
-    "name": FN, "description": "Look a word up.",
-    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}
-TOOL_CALL = {"id": "call_qz1", "type": "function", "function": {"name": FN, "arguments": {"q": ARG}}}
-
 
 class DerivationFailed(Exception):
     """The template's structure could not be learnt; the message says what was missing."""
@@ -51,21 +42,6 @@ class Render:
     ids: list[int]
     gaps: list[Ids]  # tokens before the first sentinel, between sentinels, after the last
     spans: list[tuple[int, int]]  # token range [a, b) of each sentinel
-
-
-def content_parts(messages: list[dict]) -> list[dict]:
-    """The same messages with string content as a list of text parts (``[{"type": "text", ...}]``).
-
-    Multimodal templates (SmolVLM, Idefics3, LLaVA-NeXT) read only part lists and drop or reject
-    plain strings; a probe in this form lets their turn markers be seen, and judged.
-    """
-    out = []
-    for m in messages:
-        m = dict(m)
-        if isinstance(m.get("content"), str):
-            m["content"] = [{"type": "text", "text": m["content"]}]
-        out.append(m)
-    return out
 
 
 def _render(vocab: Vocabulary, messages: list[dict], sentinels: list[str], **kwargs: Any) -> Render:
@@ -314,7 +290,7 @@ def _learn_tool_declarations(L: _Learner, first: Ids, bos_part: Ids, user_seq: I
 
 def _self_check(vocab: Vocabulary, profile: TemplateProfile, probe: Render, convo: list[dict]) -> None:
     """Label the main probe with the new profile: every sentinel must get its own role, no problems."""
-    from .generic import label
+    from ..generic import label
 
     try:
         cp = CompiledProfile(profile, vocab.newline_lead)

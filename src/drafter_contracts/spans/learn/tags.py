@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageProblem
-from .labels import ROLE_NAMES, Role
-from .verify import PROBES, _string_args
+from ...errors import UsageProblem
+from ..labels import ROLE_NAMES, Role
+from .probes import PROBES, string_args
 
 
 def tag_policy(oracle: Any, vocab: Any) -> tuple[dict[str, Any], str] | None:
@@ -33,7 +33,7 @@ def tag_policy(oracle: Any, vocab: Any) -> tuple[dict[str, Any], str] | None:
     sup = np.zeros(256, dtype=np.int64)
     rendered = 0
     for name, (messages, tools) in PROBES.items():
-        for msgs in (messages, _string_args(messages)):
+        for msgs in (messages, string_args(messages)):
             try:
                 out = tok.apply_chat_template(msgs, tools=tools, chat_template=template, tokenize=True,
                                               return_dict=True, return_assistant_tokens_mask=True)

@@ -2,11 +2,11 @@
 
 A profile (built-in or derived) is used only when it labels every probe rendering of
 the tokenizer's chat template exactly as the rendering's ground truth says
-(``spans/truth.py``: which characters are which message's content, found from the
+(``spans/learn/truth.py``: which characters are which message's content, found from the
 template's output alone). Marker tokens present in a vocabulary prove nothing: every
 tokenizer built on the Qwen vocabulary has ``<|im_start|>``, whatever its template.
 
-The probes cover what templates do differently: a system prompt, several turns,
+The probes (``probes.py``) cover what templates do differently: a system prompt, several turns,
 reasoning (under each field name templates read), tool calls with empty and non-empty
 content, one and two tool responses, an answer after tool output, and the
 ``enable_thinking`` switch. Each is rendered whole and as per-turn rows (every
@@ -17,112 +17,19 @@ skipped and named; the basic two-turn probe must render.
 
 from __future__ import annotations
 
-import copy
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ..vocab import Vocabulary
-from .labels import Role
-from .profile import CompiledProfile, TemplateProfile
+from ...vocab import Vocabulary
+from ..labels import Role
+from ..profile import CompiledProfile, TemplateProfile
+from .probes import EVIDENCE, OPTIONAL, PROBES, SWITCHES, content_parts, fixed_length_ids, string_args
 from .truth import CharClass
 
 ASSISTANT_PARTS_CODES = frozenset(int(r) for r in (Role.ASSISTANT, Role.REASONING, Role.TOOL_CALL))
 _FIELD_PARTS = frozenset(int(c) for c in (CharClass.ASSISTANT, CharClass.REASONING, CharClass.TOOL_CALL))
-
-_TOOLS = [
-    {"type": "function", "function": {
-        "name": "get_weather", "description": "Current weather for a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
-                       "required": ["city"]}}},
-    {"type": "function", "function": {
-        "name": "search_docs", "description": "Search the documentation.",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-]
-
-
-def _reasoning(text: str) -> dict[str, str]:
-    """The same reasoning under every field name templates read (each template renders one)."""
-    return {"reasoning_content": text, "thinking": text, "reasoning": text}
-
-
-def _call(i: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
-
-
-#: name -> (messages, tools). Contents are plain prose with the whitespace real data has.
-PROBES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = {
-    "two-turns": ([
-        {"role": "user", "content": "What is the capital of France?"},
-        {"role": "assistant", "content": "The capital of France is Paris."},
-        {"role": "user", "content": "And of Italy?"},
-        {"role": "assistant", "content": "Rome is the capital of Italy."},
-    ], None),
-    "system-reasoning": ([
-        {"role": "system", "content": "You are a concise assistant.\nAnswer in one sentence."},
-        {"role": "user", "content": "Explain recursion briefly."},
-        {"role": "assistant", "content": "Recursion is a function calling itself on a smaller input.",
-         **_reasoning("The user wants a short definition.\nOne sentence is enough.")},
-        {"role": "user", "content": "Give an example."},
-        {"role": "assistant", "content": "Computing a factorial: n! = n * (n-1)!.",
-         **_reasoning("A factorial is the classic example.")},
-    ], None),
-    "tool-call": ([
-        {"role": "system", "content": "You can look up the weather."},
-        {"role": "user", "content": "What is the weather in Oslo?"},
-        {"role": "assistant", "content": "", "tool_calls": [_call(1, "get_weather", {"city": "Oslo"})]},
-        {"role": "tool", "content": "{\"temperature\": 4, \"sky\": \"cloudy\"}", "name": "get_weather",
-         "tool_call_id": "call_1"},
-        {"role": "assistant", "content": "It is 4 degrees and cloudy in Oslo.",
-         **_reasoning("The tool answered; summarise it.")},
-    ], _TOOLS),
-    "two-tool-calls": ([
-        {"role": "user", "content": "Compare the weather in Rome and Paris, and find the docs on units."},
-        {"role": "assistant", "content": "",
-         "tool_calls": [_call(1, "get_weather", {"city": "Rome", "unit": "celsius"}),
-                        _call(2, "search_docs", {"query": "temperature units"})]},
-        {"role": "tool", "content": "Rome: 18 C, sunny", "name": "get_weather", "tool_call_id": "call_1"},
-        {"role": "tool", "content": "Units: celsius or fahrenheit.", "name": "search_docs", "tool_call_id": "call_2"},
-        {"role": "assistant", "content": "Rome is sunny at 18 C; the docs list celsius and fahrenheit."},
-        {"role": "user", "content": "Thanks!"},
-        {"role": "assistant", "content": "You are welcome."},
-    ], _TOOLS),
-}
-#: Probes a profile may fail and still be used, each with what failing it means for the data. Some
-#: template revisions render a message that has both content and tool calls outside their own turn
-#: structure (Gemma 4 before its fifth revision closes the model turn after that content, so the
-#: next answer has no header): the rows of such conversations are malformed as written, and
-#: turns_well_formed reports them; the profile is still right for every other row.
-OPTIONAL: dict[str, str] = {
-    "tool-call-with-content": "rows with an assistant message holding both content and tool calls",
-}
-PROBES["tool-call-with-content"] = ([
-    {"role": "user", "content": "Is it raining in Bergen?"},
-    {"role": "assistant", "content": "Let me check the weather first.",
-     "tool_calls": [_call(1, "get_weather", {"city": "Bergen"})]},
-    {"role": "tool", "content": "Bergen: rain, 9 C", "name": "get_weather", "tool_call_id": "call_1"},
-    {"role": "assistant", "content": "Yes, it is raining in Bergen."},
-    {"role": "user", "content": "Thanks."},
-    {"role": "assistant", "content": "Any time."},
-], _TOOLS)
-#: Conversations that only show a relaxation is needed (``tighten``), never required to label exactly: a
-#: second round of tool calls, which axolotl's DeepSeek V3 opens with a new ``<｜Assistant｜>`` inside the
-#: open turn, and which TRL's DeepSeek V3 renders inside the open tool-outputs block (its defect).
-EVIDENCE: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = {
-    "two-tool-rounds": ([
-        {"role": "user", "content": "What is the weather in Lima, and then in Quito?"},
-        {"role": "assistant", "content": "", "tool_calls": [_call(1, "get_weather", {"city": "Lima"})]},
-        {"role": "tool", "content": "Lima: 22 C, clear", "name": "get_weather", "tool_call_id": "call_1"},
-        {"role": "assistant", "content": "", "tool_calls": [_call(2, "get_weather", {"city": "Quito"})]},
-        {"role": "tool", "content": "Quito: 14 C, rain", "name": "get_weather", "tool_call_id": "call_2"},
-        {"role": "assistant", "content": "Lima is clear at 22 C; Quito has rain at 14 C."},
-    ], _TOOLS),
-}
-#: Template switches a probe is also rendered under, when the template reads them.
-SWITCHES: tuple[dict[str, Any], ...] = ({}, {"enable_thinking": False})
-
 
 class ProbesUnavailable(Exception):
     """The template's renderings cannot be used to verify a profile; the message says why."""
@@ -140,29 +47,6 @@ class ProbeSet:
     not_prefix_preserving: list[str] = field(default_factory=list)
 
 
-def _string_args(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool-call arguments as JSON strings (some templates concatenate them as text)."""
-    out = copy.deepcopy(messages)
-    for m in out:
-        for c in m.get("tool_calls") or ():
-            c["function"]["arguments"] = json.dumps(c["function"]["arguments"])
-    return out
-
-
-def _fixed_length_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool-call ids of exactly nine alphanumerics (Mistral v3 raises on any other id), answers rewritten alike."""
-    def nine(call_id: str) -> str:
-        return f"call{int(call_id.rsplit('_', 1)[-1]):05d}"
-
-    out = copy.deepcopy(messages)
-    for m in out:
-        for c in m.get("tool_calls") or ():
-            c["id"] = nine(c["id"])
-        if m.get("tool_call_id"):
-            m["tool_call_id"] = nine(m["tool_call_id"])
-    return out
-
-
 def _reads(template: str, name: str) -> bool:
     return name in template
 
@@ -172,7 +56,6 @@ def probe_renderings(vocab: Vocabulary, probes: dict[str, Any] | None = None) ->
 
     ``probes`` other than :data:`PROBES` (the evidence of :func:`tighten`) may all be rejected."""
     from . import truth
-    from .derive import content_parts
 
     if not vocab.chat_template:
         raise ProbesUnavailable("the tokenizer has no chat_template")
@@ -184,7 +67,7 @@ def probe_renderings(vocab: Vocabulary, probes: dict[str, Any] | None = None) ->
                 continue
             label = name + "".join(f" {k}={v}" for k, v in switch.items())
             calls = any(m.get("tool_calls") for m in messages)
-            variants = (messages, _string_args(messages), _fixed_length_ids(messages)) if calls else (messages,)
+            variants = (messages, string_args(messages), fixed_length_ids(messages)) if calls else (messages,)
             variants += (content_parts(messages),)  # templates that read only content-part lists
             problem = None
             for msgs in variants:
@@ -239,7 +122,8 @@ def disagreements(cp: CompiledProfile, render: Any) -> list[Any]:
     System text labelled user passes: templates without a system turn fold the system prompt
     into the first user turn (Gemma), and either way it is context no mask may supervise.
     """
-    from . import generic, truth
+    from .. import generic
+    from . import truth
 
     ids = np.asarray(render.ids, dtype=np.int64)
     lab = generic.label(ids, np.array([0, len(ids)], dtype=np.int64), cp, 1 << 30)
@@ -292,8 +176,8 @@ def _split_message(cp: CompiledProfile, render: Any) -> bool:
     ``joins_blocks`` changes no label, only where the mask rules see assistant turns end, so its need
     is shown on the turns: two label runs of assistant output whose truth is one message.
     """
-    from .turns import assistant_turns
-    from . import generic
+    from ..turns import assistant_turns
+    from .. import generic
 
     ids = np.asarray(render.ids, dtype=np.int64)
     offsets = np.array([0, len(ids)], dtype=np.int64)

@@ -3,7 +3,7 @@
 Each family is described with token *text*; :class:`Resolver` turns it into ids of
 the given vocabulary and says which special token is missing when the tokenizer is
 not of that family. A built-in is never used on trust: ``resolve`` uses it only when
-it labels the tokenizer's own template renderings exactly (``spans/verify.py``), so a
+it labels the tokenizer's own template renderings exactly (``spans/learn/verify.py``), so a
 family's entry may describe a superset of what one template revision renders.
 
 Families and the templates they were written from (TRL 1.16.0's ``chat_templates``
@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..vocab import Vocabulary
-from .labels import Role
-from .profile import Header, SubSpan, TemplateProfile
+from ...vocab import Vocabulary
+from ..labels import Role
+from ..profile import Header, SubSpan, TemplateProfile
 
 
 class MissingToken(LookupError):

@@ -7,7 +7,7 @@ header of its own, ...). Each exception also lets some rows pass that its templa
 render, and a leak can hide in exactly those rows (EXAONE 4's user text typing
 ``[|assistant|]`` read as an assistant reply once the assistant header could open inside a user
 turn). So every relaxation must be *needed*: with it turned off, at least one of the template's
-own renderings is mislabelled (``spans/verify.py: tighten`` checks that and turns the others off).
+own renderings is mislabelled (``spans/learn/verify.py: tighten`` checks that and turns the others off).
 
 :func:`relaxations` lists a profile's relaxations by name; :func:`without` is the same profile
 with one of them turned off. Names are stable for a profile (role, the header's rank among the
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .labels import Role
-from .profile import SubSpan, TemplateProfile
+from ..labels import Role
+from ..profile import SubSpan, TemplateProfile
 
 #: The kinds of relaxation, with what each allows (the summary and docs/templates.md say the same).
 KINDS: dict[str, str] = {

@@ -2,7 +2,7 @@
 
 ``auto`` tries every built-in family whose special tokens the tokenizer has, then the
 profile derived from its chat template, and uses the first that labels the template's
-own renderings exactly (``spans/verify.py``). The presence of a family's markers is
+own renderings exactly (``spans/learn/verify.py``). The presence of a family's markers is
 never enough, and nothing falls back to a guess: when no candidate labels the
 renderings, the run stops with one line naming the closest candidate's first
 disagreement. A named built-in is held to the same check whenever the tokenizer has
@@ -15,20 +15,18 @@ workers and later runs read the cached profile.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ..errors import UsageProblem
-from ..paths import JsonCache
-from ..vocab import Vocabulary
+from ...errors import UsageProblem
+from ...paths import JsonCache
+from ...vocab import Vocabulary
+from ..cache_code import SPANS_CODE
+from ..oracle import SpanOracle, Verification
+from ..prefix import common_prefix_length
+from ..profile import CompiledProfile, TemplateProfile
 from .builtin import ALIASES, BUILTINS, MissingToken, available_builtins, builtin_profile
-from .cache_code import SPANS_CODE
 from .derive import DerivationFailed, cached_derivation
-from .labels import Labels
-from .prefix import common_prefix_length
-from .profile import CompiledProfile, TemplateProfile
+from .probes import PROMPT_CONTEXTS
 
 AUTO = "auto"
 RESOLVE_VERSION = 3  # 2: generation prompts of templates that close a finished conversation (Phi-3); 3: tightness
@@ -36,44 +34,6 @@ RESOLVE_VERSION = 3  # 2: generation prompts of templates that close a finished 
 
 def profile_names() -> tuple[str, ...]:
     return (AUTO, *BUILTINS, *ALIASES)
-
-
-@dataclass
-class SpanOracle:
-    """The chosen profile and the one door to labelling with it (``label``).
-
-    ``prompts`` are the token runs the template's generation prompt can be (the mask rules'
-    ``prompt_context`` reads them); ``newline_lead`` is the tokenizer's whitespace table.
-    """
-
-    profile: TemplateProfile
-    how: str  # one line for the summary: what was chosen and why
-    compiled: CompiledProfile
-    verification: dict[str, Any] = field(default_factory=dict)
-    prompts: tuple[tuple[int, ...], ...] = ()
-    newline_lead: np.ndarray | None = None
-
-    def mask_facts(self, ids: np.ndarray) -> Any:
-        """What the mask rules read for a shard's ids under this template."""
-        from .turns import MaskFacts
-
-        return MaskFacts(ids, self.newline_lead, self.prompts, self.profile.joins_blocks)
-
-    def label(self, ids: np.ndarray, offsets: np.ndarray, max_len: int) -> Labels:
-        """Role, boundary and problem of every token of a flattened shard (``offsets``: row starts + end)."""
-        from . import labeller
-
-        return labeller.label(ids, offsets, self.compiled, max_len)
-
-    def label_row(self, ids: np.ndarray, max_len: int) -> Labels:
-        """Labels of one row, for an explanation or a report."""
-        return self.label(np.asarray(ids), np.array([0, len(ids)], dtype=np.int64), max_len)
-
-    def to_dict(self) -> dict:
-        return {"name": self.profile.name, "source": self.profile.source, "how": self.how,
-                "notes": list(self.profile.notes), "verification": self.verification,
-                "relaxations": [{"name": n, "allows": a, "needed_by": b} for n, a, b in self.profile.relaxations],
-                "generation_prompts": [list(p) for p in self.prompts]}
 
 
 def _cache(vocab: Vocabulary, name: str) -> JsonCache:
@@ -212,18 +172,13 @@ def generation_prompts(vocab: Vocabulary) -> tuple[tuple[int, ...], ...]:
     (the longest common token prefix of the two renderings is cut off). A context the template
     rejects is skipped; a prompt that rewrites the history before it is ignored.
     """
-    from .verify import PROBES
-
     if not vocab.chat_template:
         return ()
-    user_only = PROBES["two-turns"][0][:1]
-    tool_probe, tools = PROBES["tool-call"]
-    contexts = [(user_only, None), (tool_probe[:4], tools)]
     switches: list[dict[str, Any]] = [{}]
     if "enable_thinking" in vocab.chat_template:
         switches += [{"enable_thinking": True}, {"enable_thinking": False}]
     out: dict[tuple[int, ...], None] = {}
-    for messages, tl in contexts:
+    for messages, tl in PROMPT_CONTEXTS:
         for sw in switches:
             try:
                 base = vocab.render_chat(messages, tools=tl, add_generation_prompt=False, **sw)
@@ -250,8 +205,9 @@ def _ends_the_conversation(base: str, full: str, last: dict[str, Any]) -> bool:
     return at >= 0 and at + len(content) <= k
 
 
-def choose_profile(vocab: Vocabulary, name: str = AUTO) -> tuple[TemplateProfile, str, dict[str, Any]]:
-    """The verified profile for ``--template-profile name``, a line saying how it was chosen, and the verification."""
+def _choice(vocab: Vocabulary, name: str) -> dict[str, Any]:
+    """The cached choice for ``--template-profile name``: {"profile", "how", "verification", "prompts", "tags"};
+    UsageProblem with the one line that says why when no profile can be used."""
     def compute() -> dict[str, Any]:
         doc = _choose_uncached(vocab, name)
         if "error" not in doc:
@@ -262,20 +218,30 @@ def choose_profile(vocab: Vocabulary, name: str = AUTO) -> tuple[TemplateProfile
     doc = _cache(vocab, name).get(compute)
     if "error" in doc:
         raise UsageProblem(doc["error"])
-    verification = dict(doc.get("verification", {}))
-    verification["prompts"] = doc.get("prompts", [])
-    verification["tags"] = doc.get("tags")
-    return TemplateProfile.from_json(doc["profile"]), doc["how"], verification
+    return doc
+
+
+def _verification(doc: dict[str, Any]) -> Verification:
+    return Verification.from_doc(doc.get("verification", {}), doc.get("tags"))
+
+
+def choose_profile(vocab: Vocabulary, name: str = AUTO) -> tuple[TemplateProfile, str, Verification]:
+    """The verified profile for ``--template-profile name``, a line saying how it was chosen, and the verification."""
+    doc = _choice(vocab, name)
+    return TemplateProfile.from_json(doc["profile"]), doc["how"], _verification(doc)
 
 
 def make_oracle(vocab: Vocabulary, name: str = AUTO) -> SpanOracle:
-    profile, how, verification = choose_profile(vocab, name)
-    prompts = tuple(tuple(p) for p in verification.pop("prompts", []))
-    return SpanOracle(profile, how, CompiledProfile(profile, vocab.newline_lead), verification, prompts,
+    """The span oracle for ``--template-profile name`` (``auto``: the first profile that labels the template's
+    own renderings exactly), cached per tokenizer, template and labelling code."""
+    doc = _choice(vocab, name)
+    profile = TemplateProfile.from_json(doc["profile"])
+    prompts = tuple(tuple(p) for p in doc.get("prompts", []))
+    return SpanOracle(profile, doc["how"], CompiledProfile(profile, vocab.newline_lead), _verification(doc), prompts,
                       vocab.newline_lead)
 
 
 def oracle_for_profile(profile: TemplateProfile, vocab: Vocabulary, how: str = "given") -> SpanOracle:
     """An oracle for a profile the caller already holds (tests, explanations of a fixed family)."""
-    return SpanOracle(profile, how, CompiledProfile(profile, vocab.newline_lead), {},
+    return SpanOracle(profile, how, CompiledProfile(profile, vocab.newline_lead), Verification(),
                       generation_prompts(vocab), vocab.newline_lead)
