@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("policy", ("conventions", "config", "checks.policy")),
     ("checks", ("checks", "integrity", "draftvocab", "hidden", "completeness", "maskers", "strategies")),
     ("engine", ("engine",)),
-    ("report", ("report", "explain")),
+    ("report", ("report",)),
     # the two pytest suites the plugin runs: contracts/ (the dataset's) and properties/ (a masker's)
     ("entry", ("controller", "plugin", "suite", "options", "option_help", "workers", "__main__", "init_contract", "demo", "contracts",
                "properties", "__init__")),
