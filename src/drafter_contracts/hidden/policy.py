@@ -1,4 +1,4 @@
-"""The ``[hidden_states]`` table of a contract, and what a model's ``config.json`` declares.
+"""The family's name, the ``[hidden_states]`` table of a contract, and what a model's ``config.json`` declares.
 
 Standard library only: ``config.load_contract`` parses the table while options are
 checked, before any heavy import (a bad key is one line, exit 4).
@@ -14,6 +14,10 @@ from typing import Any, Mapping
 from ..errors import UsageProblem
 from ..table_fields import did_you_mean, read_table
 
+#: The family's name: ``Engine.inputs`` key, the ``needs`` entry of its contracts, summary.json's section. Here,
+#: below the family and its contracts, so that the contracts read it without importing the family (which the
+#: core's discovery of families and of contract modules would close into a circle).
+NAME = "hidden_states"
 DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2")
 #: EAGLE-3's default auxiliary layers for a target of L layers (speculators, vLLM): [2, L // 2, L - 3].
 def default_aux_layers(num_hidden_layers: int) -> list[int]:
