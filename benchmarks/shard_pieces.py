@@ -48,7 +48,7 @@ def timed(name: str, fn, n: int = 5) -> float:
 w = work()
 ntok = len(w.arrays.input_ids.values)
 print(shard, f"{ntok:,} tokens")
-w.view, w.labels, w.runs, w.view.supervised_prefix  # noqa: B018 (cached for the pieces that read them)
+w.view, w.labels, w.role_runs, w.view.supervised_prefix  # noqa: B018 (cached for the pieces that read them)
 total = timed("read", lambda: work().arrays)
 total += timed("labels", lambda: (w.__dict__.pop("labels", None), w.labels))
 total += timed("role runs", lambda: content.role_runs(w.labels.role, w.view.offsets, w.labels.run_starts,

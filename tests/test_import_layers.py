@@ -20,14 +20,14 @@ from test_layers import MODULES, SRC, from_name, package_of
 #: Bottom up. A module belongs to the layer of its longest matching prefix (relative to the package).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "results", "paths", "allocator", "hypothesis_settings", "wire", "contract_families", "option_values",
-              "toml_text", "decoded_rows")),
+              "toml_text", "decoded_rows", "table_fields")),
     ("data", ("dataset", "columns", "layouts", "layout_rows", "source_files", "vocab", "kernels", "kernels_numpy",
               "kernel_codes", "tokenizer_source", "builtin_tokenizer", "trl_templates", "checks.view")),
     ("spans", ("spans",)),
     ("policy", ("contract",)),
     ("checks", ("checks", "integrity", "draftvocab", "hidden", "completeness", "maskers", "strategies")),
     ("engine", ("engine",)),
-    ("report", ("report", "explain")),
+    ("report", ("report",)),
     # the two pytest suites the plugin runs: contracts/ (the dataset's) and properties/ (a masker's)
     ("entry", ("controller", "plugin", "suite", "options", "option_help", "workers", "__main__", "init_contract", "demo", "contracts",
                "properties", "__init__")),

@@ -175,7 +175,7 @@ def test_the_decoded_rows_show_each_reason_before_more_of_one():
 
 
 def test_a_shift_and_a_leak_in_one_dataset_both_reach_the_decoded_rows(clean_dataset, contract, vocab, tmp_path):
-    from drafter_contracts.explain import format_failure
+    from drafter_contracts.report.explain import format_failure
 
     src, shifted = clean_dataset, set()
     for seed in range(6):

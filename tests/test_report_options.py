@@ -30,7 +30,7 @@ def args(clean_args: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def decoded_in_failure(lines: list[str], name: str) -> int:
-    """Rows the failing test's text decodes for contract ``name`` (``explain.format_failure``)."""
+    """Rows the failing test's text decodes for contract ``name`` (``report/explain.py: format_failure``)."""
     start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}: ") and " rows violate" in line)
     block = []
     for line in lines[start + 1:]:

@@ -11,7 +11,8 @@ this interface, so adding one touches no core file:
   process: typed values, nothing touched), ``check_options`` (the controller, before any work:
   one-line :class:`~drafter_contracts.errors.UsageProblem`);
 * the contract file: the ``table`` it owns and ``parse_table``, which validates it (the core's
-  loader refuses every other unknown table);
+  loader refuses every other unknown table; ``table_fields.read_table`` checks keys and types as the
+  core's tables are checked);
 * the run: ``open_input`` gives what its contracts read (``Engine.inputs[name]``); a contract
   whose ``needs`` holds the family's ``name`` runs only when that input is there, and an
   ``on_request`` one is left out of the run otherwise (``missing`` says why);

@@ -23,10 +23,9 @@ from .checks import registry
 from .completeness import Coverage
 from .engine import Engine
 from .contract_families import families
-from .spans.excerpt import LEGEND, Segment, Window, render_segments
 from .report import baseline as baseline_mod
-from .decoded_rows import DEFAULT_EXAMPLES, beyond_kept
-from .report.excerpts import decoded_example
+from .decoded_rows import beyond_kept
+from .report.explain import decoded_example, warn_excerpts
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.artifacts import write_reports
 from .report.merge import split_section
@@ -390,29 +389,3 @@ def worst_reason(checks: dict[str, Any]) -> str:
     _, n, reason, _ = min(ranked)
     givers = list(dict.fromkeys(g for _, _, r, g in ranked if r == reason))  # a reason several give: named once
     return f"; worst: {-n:,} row{'' if n == -1 else 's'} with {reason} ({named(givers)})"
-
-
-def warn_excerpts(summary: dict[str, Any], limit: int = DEFAULT_EXAMPLES) -> list[str]:
-    """Terminal lines: the first ``limit`` example rows of each warning (``--examples N``), as their decoded
-    excerpts in summary.json (roles and supervised tokens marked).
-
-    Warnings do not fail a test, so nothing else in the terminal shows their rows.
-    """
-    lines: list[str] = []
-    for name, c in summary["checks"].items():
-        if c["verdict"] != "warn" or not c["examples"]:
-            continue
-        for e in c["examples"][:limit]:
-            found = e.get("excerpt") or {"error": "not decoded"}
-            if "error" in found:
-                text = f"(cannot decode: {found['error']})"
-            else:
-                segments = [Segment(**seg) for seg in found["segments"]]
-                spans = tuple(tuple(span) for span in found.get("offending_spans", ()))
-                text = render_segments(Window(segments, found["start"] > 0, found["stop"] < found["length"],
-                                              spans, found.get("offending_span_count", len(spans))))
-            lines.append(f"  WARN {name}: row {e['row']}: {e['reason']}")
-            lines.append(f"    {text}")
-    if lines:
-        lines.append("  " + LEGEND)
-    return lines

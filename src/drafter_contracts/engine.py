@@ -94,7 +94,7 @@ class ShardWork:
         return mask_shift_of(self.view, self.labels, self.contract, self.mask_facts)
 
     @cached_property
-    def runs(self) -> content.RoleRuns | None:
+    def role_runs(self) -> content.RoleRuns | None:
         """The labels run-length encoded (cut at row starts): per-role totals and the turn checks read these."""
         labels = self.labels
         return None if labels is None else content.role_runs(labels.role, self.view.offsets, labels.run_starts,
@@ -103,10 +103,10 @@ class ShardWork:
     @cached_property
     def role_totals(self) -> tuple[np.ndarray, np.ndarray | None] | None:
         """Tokens and supervised tokens per role code, summed over the role runs (stats and mask checks)."""
-        if self.runs is None:
+        if self.role_runs is None:
             return None
         mask = self.view.mask
-        return run_counts(self.runs, self.view.supervised_prefix if mask is not None else None, len(Role))
+        return run_counts(self.role_runs, self.view.supervised_prefix if mask is not None else None, len(Role))
 
     @cached_property
     def token_pass(self) -> TokenPass | None:

@@ -8,7 +8,8 @@ comment on every key. Committed next to the training config, that file gates eve
 dataset: ``pytest --dataset-path=NEW --contract=contract.toml``.
 
 The pass over the data is the engine's own (``Engine.stats`` per shard: role labels,
-supervised counts), so what init observes is exactly what the contracts will measure.
+supervised counts, folded by the merge rules ``checks/accumulators.py`` declares, as the reducer
+folds them), so what init observes is exactly what the contracts will measure.
 The ``[mask]`` section comes from one function, :func:`mask_section`: the producer's convention
 as ``convention = "auto"`` resolves it (a built-in one the rows fit, else the policy learnt from
 them), every key written out. The same pass runs the two mask contracts under that policy, so a
@@ -64,11 +65,9 @@ class Observed:
     mask_shifted: dict[int, int] = field(default_factory=dict)  # shift reason code -> rows one token off that way
     pinned: dict[str, Any] = field(default_factory=dict)  # family name -> what it pins (ContractFamily.init.pins)
     seconds: float = 0.0
-
-
-def _add(into: dict[str, int], part: dict[str, int] | None) -> None:
-    for k, v in (part or {}).items():
-        into[k] = into.get(k, 0) + int(v)
+    #: The shards' ``Engine.stats`` folded by each statistic's merge rule (``checks/accumulators.py``), as the
+    #: reducer folds them; the figures above are read off it once every shard is in.
+    folded: dict[str, Any] = field(default_factory=dict)
 
 
 def init_families() -> list[Any]:
@@ -105,6 +104,7 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
         for fam in pinning:
             if fam.init.shard is not None:
                 partials[fam.name].append(fam.init.shard(engine, shard, st))  # while the shard is in memory
+    _read_totals(seen, has_mask)
     for fam in pinning:
         if fam.init.pins is not None:
             seen.pinned[fam.name] = fam.init.pins(engine, partials[fam.name], options.get(fam.name))
@@ -147,26 +147,34 @@ def _open(dataset_dir: str, tokenizer: str | None, dataset_split: str | None,
 
 
 def _add_shard(seen: Observed, engine: Any, shard: Any, st: dict[str, Any], has_mask: bool) -> None:
-    """Fold one shard's ``Engine.stats`` into what init pins."""
-    seen.tokens += st["tokens"]
-    seen.rows_excluded += st["rows_excluded"]
-    if st["seq_len_max"] is not None:  # rows at the longest length, as the engine reads rows (padding cut off)
+    """Fold one shard's ``Engine.stats`` into what init pins: the statistics ``checks/accumulators.py`` declares, by
+    their merge rules, and the two figures only init reads of the shard while it is in memory: the rows at the
+    longest length so far (as the engine reads rows, padding cut off) and the fewest supervised tokens in a row."""
+    from .checks.accumulators import add, total
+
+    if st["seq_len_max"] is not None:
         at_top = int((engine.work(shard).view.lengths == st["seq_len_max"]).sum())
-        top = seen.seq_len_max
+        top = total(seen.folded, "seq_len_max")
         seen.rows_at_max = at_top if top is None or st["seq_len_max"] > top else seen.rows_at_max + (
             at_top if st["seq_len_max"] == top else 0)
-    for key, pick in (("seq_len_min", min), ("seq_len_max", max)):
-        if st[key] is not None:
-            cur = getattr(seen, key)
-            setattr(seen, key, st[key] if cur is None else pick(cur, st[key]))
     if has_mask and st.get("supervised_tokens") is not None:
-        seen.supervised_tokens += st["supervised_tokens"]
         per_row = engine.work(shard).view.supervised_per_row
         if len(per_row):
             low = int(per_row.min())
             seen.min_supervised = low if seen.min_supervised is None else min(seen.min_supervised, low)
-    _add(seen.role_tokens, st.get("role_tokens"))
-    _add(seen.role_supervised, st.get("role_supervised"))
+    add(seen.folded, st)
+
+
+def _read_totals(seen: Observed, has_mask: bool) -> None:
+    """The dataset's figures init pins, read off the folded statistics (no shard read: sums 0, extremes None)."""
+    from .checks.accumulators import total
+
+    seen.tokens, seen.rows_excluded = total(seen.folded, "tokens"), total(seen.folded, "rows_excluded")
+    seen.seq_len_min, seen.seq_len_max = total(seen.folded, "seq_len_min"), total(seen.folded, "seq_len_max")
+    # a usable mask (engine.column_problems) is in every shard read: its supervised tokens are known
+    seen.supervised_tokens = (total(seen.folded, "supervised_tokens") or 0) if has_mask else None
+    seen.role_tokens = total(seen.folded, "role_tokens") or {}
+    seen.role_supervised = total(seen.folded, "role_supervised") or {}
 
 
 #: The mask contracts init holds its own rows to: the contract it writes must pass the rows it was written from.

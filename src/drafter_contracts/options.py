@@ -334,8 +334,8 @@ def check_writable_dir(folder: Path, option: str) -> None:
 
 def check_masker(spec: str) -> None:
     """``hf``, ``speculators`` or ``module:function`` whose module can be found (not imported yet)."""
-    from .contract.file import did_you_mean
     from .errors import UsageProblem
+    from .table_fields import did_you_mean
 
     if spec in BUILTIN_MASKERS:
         return

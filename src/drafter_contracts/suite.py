@@ -13,9 +13,8 @@ import pytest
 from .checks import registry
 from .dataset import Shard
 from .engine import Engine
-from .explain import format_failure
 from .integrity import CHECK as INTEGRITY_CHECK
-from .report.excerpts import decoded_example
+from .report.explain import decoded_example, format_failure
 from .report.summary import REPORT_KEY, RESULT_KEY
 from .results import CheckResult, ShardReport, shown_examples
 from .wire import encode_report

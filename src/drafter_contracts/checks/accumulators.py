@@ -2,8 +2,8 @@
 
 A shard's record (``engine.ShardWork.stats``) is a dict of the keys :data:`SHARD_STATS` declares;
 the reducer folds each record into one running state with :func:`add` (in ``-n 0``, under
-pytest-xdist, for each part of ``merge-reports`` alike) and reads the dataset's figures off it
-with :func:`total`. The merge rule is the statistic's, not the caller's: a count adds up, a
+pytest-xdist, for each part of ``merge-reports`` alike; ``drafter-contracts init`` too) and reads
+the dataset's figures off it with :func:`total`. The merge rule is the statistic's, not the caller's: a count adds up, a
 length takes the extreme, a figure only some shards have is either "known once any shard has it"
 or "known only when every shard has it". summary.json's schema lists exactly these keys
 (``tests/test_accumulators.py`` holds the engine, the declaration and the schema together).

@@ -569,7 +569,7 @@ register(Spec("duplicate_rows", Scope.WHOLE, "no row repeats an earlier row exac
 register(Spec("placeholder_replies", Scope.ROW, "no assistant reply is a placeholder", **_CONTENT,
               needs=frozenset({IDS, TOKENIZER}),
               run=lambda e, w: check_placeholder_replies(w.view, w.arrays, w.labels, e.reply_tables, e.contract,
-                                                         w.runs)))
+                                                         w.role_runs)))
 register(Spec("cut_mid_reply", Scope.ROW, "no supervised reply cut by the truncation cap", **_CONTENT,
               needs=frozenset({IDS, MASK, TOKENIZER}),
               run=lambda e, w: check_cut_mid_reply(w.view, w.arrays, w.labels, e.contract)))

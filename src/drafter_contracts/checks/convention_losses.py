@@ -51,7 +51,7 @@ def shard_parts(e: Any, shard: Any) -> dict[str, Any] | None:
     if e.unreadable(shard):
         return None
     w = e.work(shard)
-    runs, view = w.runs, w.view
+    runs, view = w.role_runs, w.view
     if runs is None or not len(view.rows):
         return None
     bits = np.zeros(len(view.rows), dtype=np.int64)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from ..contract.file import did_you_mean
 from ..errors import UsageProblem
+from ..table_fields import did_you_mean
 from .registry import TOKENIZER, spec, specs
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ class ShardData(Protocol):
     @property
     def mask_facts(self) -> "MaskFacts | None": ...
     @property
-    def runs(self) -> Any: ...  # checks.content.RoleRuns: the labels run-length encoded
+    def role_runs(self) -> Any: ...  # checks.content.RoleRuns: the labels run-length encoded
     @property
     def token_pass(self) -> Any: ...  # engine.TokenPass: the shard's fused pass over its ids
 

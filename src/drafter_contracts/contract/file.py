@@ -7,16 +7,17 @@ from a notebook with a hand-made ``Contract``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from ..contract_families import tables
 from ..errors import UsageProblem
+from ..table_fields import did_you_mean, read_table
 from .mask_policy import MaskPolicy
 from .presets import PRESETS, resolve
 
@@ -39,12 +40,6 @@ BUILTIN_CONTRACT = "generic"
 #: The named example contract of the worked example (a Qwen3.6-27B dataset) (and what ``--masker``
 #: reads its policy from).
 EXAMPLE_CONTRACT = "qwen3.6-dflash"
-
-
-def did_you_mean(word: str, choices: "Iterable[str]") -> str:
-    """`` (did you mean 'x'?)`` for the closest choice, or nothing: a typo should cost one glance, not a manual."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def accepted_types(declared: "str | tuple[str, ...] | list[str]") -> tuple[str, ...]:
@@ -332,24 +327,21 @@ def _flatten(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
         if table not in _SCHEMA:
             raise UsageProblem(f"{where}: unknown table [{table}]{did_you_mean(table, allowed)}; "
                                f"allowed: {', '.join(allowed)}")
-        if not isinstance(body, dict):
-            raise UsageProblem(f"{where}: '{table}' must be a table ([{table}]), got {type(body).__name__}")
-        for key, value in body.items():
-            if key not in _SCHEMA[table]:
-                elsewhere = [t for t, keys in _SCHEMA.items() if key in keys and t != table]
-                hint = (f" (it belongs in [{elsewhere[0]}])" if elsewhere else _RETIRED.get((table, key))
-                        or did_you_mean(key, _SCHEMA[table]))
-                raise UsageProblem(f"{where}: unknown key '{key}' in [{table}]{hint}; "
-                                   f"allowed: {', '.join(_SCHEMA[table])}")
-            types, attr = _SCHEMA[table][key]
-            if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-                want = " or ".join(t.__name__ for t in types)
-                raise UsageProblem(f"{where}: [{table}] {key} must be {want}, got {type(value).__name__} {value!r}")
-            values[attr] = value
+        fields = {key: types for key, (types, _) in _SCHEMA[table].items()}
+        for key, value in read_table(body, table, fields, where, hint=partial(_unknown_hint, table)).items():
+            values[_SCHEMA[table][key][1]] = value
     for table, key in _REQUIRED:
         if key not in doc.get(table, {}):
             raise UsageProblem(f"{where}: missing required value [{table}] {key}")
     return values
+
+
+def _unknown_hint(table: str, key: str) -> str:
+    """What the error about an unknown key of a core table adds: the table it belongs in, what replaced a retired
+    key, or the closest key of the table."""
+    elsewhere = [t for t, keys in _SCHEMA.items() if key in keys and t != table]
+    return (f" (it belongs in [{elsewhere[0]}])" if elsewhere else _RETIRED.get((table, key))
+            or did_you_mean(key, _SCHEMA[table]))
 
 
 def _columns(doc: Mapping[str, Any], where: str) -> dict[str, str | tuple[str, ...]]:

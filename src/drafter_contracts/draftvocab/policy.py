@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UsageProblem
+from ..table_fields import did_you_mean, read_table
 
 #: The family's name: the key of its policy in ``Contract.families`` and of its mapping in ``Engine.inputs``
 #: (always there: an absent mapping skips the contracts, saying why). Here, below the family, its contracts
@@ -48,22 +49,9 @@ _KEYS: dict[str, tuple[type, ...]] = {
 
 def parse_policy(table: Mapping[str, Any] | None, where: str, contract_path: Path | None) -> VocabPolicy:
     """The ``[vocab]`` table, validated (one-line UsageProblem); a relative mapping path is relative to the contract."""
-    from ..contract.file import did_you_mean
-
     if table is None:
         return VocabPolicy()
-    if not isinstance(table, dict):
-        raise UsageProblem(f"{where}: 'vocab' must be a table ([vocab]), got {type(table).__name__}")
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in _KEYS:
-            raise UsageProblem(f"{where}: unknown key '{key}' in [vocab]{did_you_mean(key, _KEYS)}; "
-                               f"allowed: {', '.join(_KEYS)}")
-        types = _KEYS[key]
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-            want = " or ".join(t.__name__ for t in types)
-            raise UsageProblem(f"{where}: [vocab] {key} must be {want}, got {type(value).__name__} {value!r}")
-        values[key] = value
+    values = read_table(table, "vocab", _KEYS, where)
     for key in ("draft_vocab_size", "target_vocab_size"):
         if key in values and values[key] < 1:
             raise UsageProblem(f"{where}: [vocab] {key} must be >= 1, got {values[key]}")

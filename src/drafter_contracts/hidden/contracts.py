@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks.registry import IDS, Scope, Spec, Verdict, WholeRun, register
 from ..results import CheckResult
 from . import checks as C
-from .family import NAME
+from .policy import NAME
 from .verdicts import fold_prefixes
 
 if TYPE_CHECKING:

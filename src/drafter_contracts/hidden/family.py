@@ -1,7 +1,8 @@
 """The hidden-state family as the core sees it (``contract_families.ContractFamily``): its options, its
 ``[hidden_states]`` table, the folder its contracts read and its report sections.
 
-Standard library at module level only: the entry point reads ``add_options`` in every pytest run.
+Standard library at module level only (``policy.py`` is too): the entry point reads ``add_options`` in every
+pytest run.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract_families import ContractFamily
-
-#: The family's name: ``Engine.inputs`` key, the ``needs`` entry of its contracts, summary.json's section.
-NAME = "hidden_states"
+from .policy import NAME, parse_policy
 
 
 @dataclass(frozen=True)
@@ -95,8 +94,6 @@ def open_input(config: Any, opts: HiddenOptions, dataset: Any, contract: Any) ->
 
 
 def parse_table(body: Any, where: str, contract_file: Path | None) -> Any:
-    from .policy import parse_policy
-
     return parse_policy(body, where, contract_file)
 
 

@@ -1,4 +1,4 @@
-"""The ``[hidden_states]`` table of a contract, and what a model's ``config.json`` declares.
+"""The family's name, the ``[hidden_states]`` table of a contract, and what a model's ``config.json`` declares.
 
 Standard library only: ``contract.load_contract`` parses the table while options are
 checked, before any heavy import (a bad key is one line, exit 4).
@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import UsageProblem
+from ..table_fields import did_you_mean, read_table
 
+#: The family's name: ``Engine.inputs`` key, the ``needs`` entry of its contracts, summary.json's section. Here,
+#: below the family and its contracts, so that the contracts read it without importing the family (which the
+#: core's discovery of families and of contract modules would close into a circle).
+NAME = "hidden_states"
 DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2")
 #: EAGLE-3's default auxiliary layers for a target of L layers (speculators, vLLM): [2, L // 2, L - 3].
 def default_aux_layers(num_hidden_layers: int) -> list[int]:
@@ -60,23 +65,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 def parse_policy(body: Any, where: str, contract_file: Path | None = None) -> HiddenPolicy:
     """``[hidden_states]`` -> HiddenPolicy; unknown keys, wrong types and bad values are usage errors."""
-    from ..contract.file import did_you_mean
-
     if body is None:
         return HiddenPolicy()
-    if not isinstance(body, Mapping):
-        raise UsageProblem(f"{where}: 'hidden_states' must be a table ([hidden_states]), got {type(body).__name__}")
-    values: dict[str, Any] = {}
-    for key, value in body.items():
-        if key not in _TYPES:
-            raise UsageProblem(f"{where}: unknown key '{key}' in [hidden_states]{did_you_mean(key, _TYPES)}; "
-                               f"allowed: {', '.join(_TYPES)}")
-        types = _TYPES[key]
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-            want = " or ".join(t.__name__ for t in types)
-            raise UsageProblem(f"{where}: [hidden_states] {key} must be {want}, got {type(value).__name__} {value!r}")
-        values[key] = value
-    policy = HiddenPolicy(**values)
+    policy = HiddenPolicy(**read_table(body, "hidden_states", _TYPES, where, kind=Mapping))
     check_policy(policy, where)
     if policy.config is not None and contract_file is not None and not Path(policy.config).is_absolute():
         policy = replace(policy, config=str((contract_file.parent / policy.config).resolve()))
@@ -84,8 +75,6 @@ def parse_policy(body: Any, where: str, contract_file: Path | None = None) -> Hi
 
 
 def check_policy(p: HiddenPolicy, where: str) -> None:
-    from ..contract.file import did_you_mean
-
     for key in ("num_layers", "hidden_size"):
         v = getattr(p, key)
         if v is not None and v < 1:

@@ -167,7 +167,7 @@ def _carry_excerpts(summary: dict[str, Any], parts: list[tuple[Path, dict[str, A
     Each part decoded its first few violating rows per contract; the merged first few
     are among them, since rows sort the same way in a part as in the whole.
     """
-    from .excerpts import MAX_DECODED
+    from .explain import MAX_DECODED
 
     found = {(name, e["row"], e["position"]): e["excerpt"] for _, d in parts
              for name, c in d.get("checks", {}).items() for e in c.get("examples", []) if "excerpt" in e}

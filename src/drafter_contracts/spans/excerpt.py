@@ -9,7 +9,7 @@ multi-byte characters survive), supervised runs are wrapped in ⟦ ⟧, a role c
 shown once as ‹role›, ▶ starts each run of offending tokens (for the mask contracts:
 every token the policy forbids or requires), and `` … `` joins windows apart.
 The same runs are :class:`Segment` records for summary.json and the HTML report.
-Pure: ids, mask, roles and a vocabulary in; the contract failures (``explain.py``) and
+Pure: ids, mask, roles and a vocabulary in; the reports' violating rows (``report/explain.py``) and
 the maskers' disagreements use it alike.
 """
 

@@ -1,5 +1,13 @@
-"""Failure messages a person can act on: counts, row indices, and decoded excerpts
-(``spans/excerpt.py``) of the first violating rows, every offending token marked.
+"""Violating rows read back and decoded, for every report: the failure message a person can act on (counts,
+row indices, the first violating rows' excerpts), each example's excerpt in summary.json and report.html,
+and the warnings' excerpts in the terminal, drawn back from summary.json.
+
+The excerpt itself (a row's windows cut into segments, every offending token marked, and its one-line form)
+is ``spans/excerpt.py``'s, below the contracts that decode rows too (the maskers' disagreements). The
+segments kept in summary.json are the records the terminal draws, so a row looks the same in both
+places: ``{"text", "role", "supervised", "offending", "start", "end"}`` runs of tokens (a segment whose
+start is not the previous one's end begins a later window), and the row's offending runs as
+``[start, end]`` pairs.
 """
 
 from __future__ import annotations
@@ -9,12 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from .checks import registry
-from .contract import Contract
-from .results import CheckResult, Violation, ordered_reasons, shown_examples
-from .spans.excerpt import LEGEND, Window, render_segments, window
-from .spans.labels import Labels
-from .spans.turns import MaskFacts
+from ..checks import registry
+from ..contract import Contract
+from ..decoded_rows import DEFAULT_EXAMPLES
+from ..results import CheckResult, Violation, ordered_reasons, shown_examples
+from ..spans.excerpt import LEGEND, Segment, Window, render_segments, window
+from ..spans.labels import Labels
+from ..spans.turns import MaskFacts
+
+#: Decoded examples kept per contract when ``--examples`` says nothing (a run keeps ``Engine.examples``).
+MAX_DECODED = DEFAULT_EXAMPLES
 
 
 def _labels(ids: np.ndarray, oracle: Any, max_len: int) -> Labels | None:
@@ -78,6 +90,16 @@ def explain_row(name: str, row: int, position: int, reason: str, engine) -> RowE
                           window(ids, mask, roles, shown_at, engine.vocab, off), len(ids))
 
 
+def decoded_example(engine: Any, row: int, position: int, name: str, reason: str = "") -> dict[str, Any]:
+    """Read one row (a one-row shard read), label it, and cut its excerpt: what summary.json keeps of it."""
+    ex = explain_row(name, row, position, reason, engine)
+    segs = ex.window.segments
+    start, stop = (segs[0].start, segs[-1].end) if segs else (0, 0)
+    return {"start": start, "stop": stop, "length": ex.length, "segments": [s.to_dict() for s in segs],
+            "offending_spans": [list(span) for span in ex.window.spans],
+            "offending_span_count": ex.window.span_count}
+
+
 def format_failure(result: CheckResult, engine) -> str:
     """The message of a failed contract test: what, how many, where, and what it looks like (the first
     ``engine.examples`` rows, ``--examples N``, decoded)."""
@@ -108,3 +130,29 @@ def format_failure(result: CheckResult, engine) -> str:
     if shown:
         lines.append("  " + LEGEND)
     return "\n".join(lines)
+
+
+def warn_excerpts(summary: dict[str, Any], limit: int = DEFAULT_EXAMPLES) -> list[str]:
+    """Terminal lines: the first ``limit`` example rows of each warning (``--examples N``), as their decoded
+    excerpts in summary.json (roles and supervised tokens marked).
+
+    Warnings do not fail a test, so nothing else in the terminal shows their rows.
+    """
+    lines: list[str] = []
+    for name, c in summary["checks"].items():
+        if c["verdict"] != "warn" or not c["examples"]:
+            continue
+        for e in c["examples"][:limit]:
+            found = e.get("excerpt") or {"error": "not decoded"}
+            if "error" in found:
+                text = f"(cannot decode: {found['error']})"
+            else:
+                segments = [Segment(**seg) for seg in found["segments"]]
+                spans = tuple(tuple(span) for span in found.get("offending_spans", ()))
+                text = render_segments(Window(segments, found["start"] > 0, found["stop"] < found["length"],
+                                              spans, found.get("offending_span_count", len(spans))))
+            lines.append(f"  WARN {name}: row {e['row']}: {e['reason']}")
+            lines.append(f"    {text}")
+    if lines:
+        lines.append("  " + LEGEND)
+    return lines
