@@ -30,7 +30,7 @@ from .report.excerpts import decoded_example
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.artifacts import write_reports
 from .report.merge import split_section
-from .report.reducer import Reducer
+from .report.reducer import Reducer, dataset_profile
 from .report.shared_reasons import named
 from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, count_line, terminal_lines
 from .report.violations import build_table, listed_note
@@ -166,6 +166,12 @@ class ContractRun:
 
     def shard_stats(self) -> list[dict]:
         return self.reducer.shard_stats()
+
+    def profile(self, top_k: int, counts: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+        return dataset_profile(self.shard_stats(), top_k, counts)
+
+    def tokenizer_fingerprint(self) -> dict[str, Any]:
+        return tokenizer_fingerprint(self.engine.vocab)
 
     def _decide_whole(self, session: pytest.Session) -> None:
         """Every whole-dataset contract's verdict, each through pytest's report hooks like any test's

@@ -82,6 +82,9 @@ class WholeRun(Protocol):
     def lost_shards(self) -> int: ...  # shards whose test never reported (a dead worker)
     def supervised_counts(self) -> tuple[np.ndarray, np.ndarray] | None: ...
     def shard_stats(self) -> list[dict]: ...  # per-shard stats in shard order
+    #: summary.json's ``profile`` of ``shard_stats()`` with these merged supervised id counts, as a run sums it
+    def profile(self, top_k: int, counts: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]: ...
+    def tokenizer_fingerprint(self) -> dict[str, Any]: ...  # summary.json's ``tokenizer`` of this run's vocabulary
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ CORE_MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset
                 "drafter_contracts.checks.rows", "drafter_contracts.checks.layout", "drafter_contracts.checks.spans",
                 "drafter_contracts.checks.token_freq", "drafter_contracts.checks.drift",
                 "drafter_contracts.completeness", "drafter_contracts.checks.content",
-                "drafter_contracts.checks.convention_losses", "drafter_contracts.report.baseline")
+                "drafter_contracts.checks.convention_losses", "drafter_contracts.checks.baseline")
 
 
 def _modules() -> tuple[str, ...]:
