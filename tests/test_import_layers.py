@@ -366,7 +366,8 @@ def test_string_imports_count_and_mentions_do_not() -> None:
               '    importlib.import_module("drafter_contracts.report.html")\n'
               '    __import__("drafter_contracts.errors")\n'
               '    args = ["-p", "drafter_contracts.controller", "-p", "no:cacheprovider"]\n'
-              '    F(contract_modules=("drafter_contracts.hidden.contracts",), after="drafter_contracts.checks.drift")\n'
+              '    F(contract_modules=("drafter_contracts.hidden.contracts",),\n'
+              '      after="drafter_contracts.checks.drift")\n'
               '    raise ValueError("drafter_contracts.suite failed")\n'
               '    import_module(f"drafter_contracts.{name}.family")\n'
               '    return ("drafter_contracts.wire", "not a module")\n'
@@ -386,7 +387,8 @@ def test_a_package_init_is_imported_only_by_name() -> None:
     """``from .mod import X`` in ``pkg/__init__`` and ``from . import mod`` in a sibling give no circle:
     importing ``pkg.mod`` names ``pkg.mod``, never the package's ``__init__``."""
     init = imported_modules("from .registry import Spec\n", "drafter_contracts.checks")
-    sibling = imported_modules("from . import registry\nfrom ..checks import registry as r\n", "drafter_contracts.checks")
+    sibling = imported_modules("from . import registry\nfrom ..checks import registry as r\n",
+                               "drafter_contracts.checks")
     names = {node_of(n) for _, n in init + sibling}
     assert names == {"checks.registry"}
     assert node_of("drafter_contracts.checks") == "checks" and node_of("drafter_contracts") == "__init__"
@@ -432,13 +434,15 @@ def test_the_architecture_doc_draws_the_same_layers() -> None:
     documented = documented_layers(ARCHITECTURE.read_text("utf-8"))
     assert [layer for layer, _ in documented] == [layer for layer, _ in LAYERS]
     for (layer, names), (_, prefixes) in zip(documented, LAYERS):
-        assert sorted(names) == sorted(prefixes), f"layer {layer}: docs/architecture.md {sorted(names)}, LAYERS {sorted(prefixes)}"
+        assert sorted(names) == sorted(prefixes), \
+            f"layer {layer}: docs/architecture.md {sorted(names)}, LAYERS {sorted(prefixes)}"
         assert all(SRC.joinpath(*n.split(".")).is_dir() or _is_module(f"drafter_contracts.{n}") or n == "__init__"
                    for n in names), f"layer {layer}: names no module or folder"
 
 
 def test_the_doc_table_reader_sees_a_change() -> None:
-    text = "# A\n\n## Layers\n\n| layer | modules |\n|---|---|\n| base | errors, `__main__`, spans/, checks/view |\n\n## Next\n"
+    text = ("# A\n\n## Layers\n\n| layer | modules |\n|---|---|\n"
+            "| base | errors, `__main__`, spans/, checks/view |\n\n## Next\n")
     assert documented_layers(text) == [("base", ("errors", "__main__", "spans", "checks.view"))]
 
 
