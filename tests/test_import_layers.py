@@ -69,20 +69,6 @@ KNOWN: dict[tuple[str, str], str] = {}
 
 #: Every import circle the package still has (:func:`circles`), exact: a new one fails, a removed one must leave.
 KNOWN_CIRCLES: tuple[str, ...] = (
-    # the registration: checks/registry.py imports CORE_MODULES by name (specs()), each imports register from it
-    "checks.baseline -> checks.registry -> checks.baseline",
-    "checks.content -> checks.registry -> checks.content",
-    "checks.content -> checks.registry -> checks.drift -> checks.content",
-    "checks.convention_losses -> checks.registry -> checks.convention_losses",
-    "checks.dataset_level -> checks.registry -> checks.dataset_level",
-    "checks.drift -> checks.registry -> checks.drift",
-    "checks.layout -> checks.registry -> checks.layout",
-    "checks.registry -> checks.rows -> checks.registry",
-    "checks.registry -> checks.spans -> checks.registry",
-    "checks.registry -> checks.token_freq -> checks.registry",
-    "checks.registry -> completeness -> checks.registry",
-    "checks.registry -> completeness -> integrity -> checks.registry",
-    "checks.registry -> integrity -> checks.registry",
     # the convention inference runs the mask checks, which ask it for a failing rule's hint
     "checks.convention_fit -> checks.convention_learn -> checks.spans -> checks.convention_fit",
     "checks.convention_fit -> checks.spans -> checks.convention_fit",
@@ -467,7 +453,7 @@ def test_layer_map_places_modules_by_their_longest_prefix(module: str) -> None:
 
 
 def test_the_engine_satisfies_the_protocols_contracts_are_annotated_with(clean_dataset, tokenizer_dir) -> None:
-    """The registry annotates with checks.protocols, not with the engine above it: a real engine and a
+    """The declarations annotate with checks.protocols, not with the engine above them: a real engine and a
     real shard's work must hold every member the protocols declare."""
     from drafter_contracts.checks.protocols import ContractEngine, ShardData
     from drafter_contracts.config import builtin_contracts, load_contract

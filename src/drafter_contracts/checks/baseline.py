@@ -16,7 +16,7 @@ import numpy as np
 
 from ..config import BaselinePolicy
 from ..results import CheckResult
-from .registry import Scope, Spec, Verdict, WholeRun, register
+from .declare import Scope, Spec, Verdict, WholeRun, register
 
 CHECK = "baseline"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import Contract, accepted_types
 from ..layouts import DEFAULT_TYPES, Layout
 from ..results import CheckResult
-from .registry import Scope, Spec, register
+from .declare import Scope, Spec, register
 
 
 def check_schema(column_types: dict[str, str], contract: Contract, layout: Layout | None = None) -> CheckResult:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..config import did_you_mean
 from ..errors import UsageProblem
-from .registry import TOKENIZER, spec, specs
+from .declare import TOKENIZER
+from .registry import spec, specs
 
 if TYPE_CHECKING:
     from ..config import Contract

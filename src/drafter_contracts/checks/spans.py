@@ -13,8 +13,8 @@ from ..results import CheckResult, first_per_row, multi_reason_result, row_resul
 from ..spans.labels import ROLE_NAMES, TURN_PROBLEM_TEXT, Labels, Role
 from . import policy as policy_mod
 from ..spans.turns import MaskFacts, assistant_turns, turns_of
+from .declare import IDS, MASK, TOKENIZER, Scope, Spec, register
 from .mask_shift import DIRECTION, EARLY, LATE, SHIFT_TEXT, MaskShift, shifted_rows
-from .registry import IDS, MASK, TOKENIZER, Scope, Spec, register
 from .view import RowView
 
 
@@ -397,7 +397,7 @@ def convention_hint(engine, w, result: CheckResult) -> str:
     if not result.rows_checked or result.rows_violating < 0.5 * result.rows_checked:
         return ""
     from .convention_fit import fitting, learnt_for
-    from .registry import spec
+    from .declare import declared
 
     head = f"hint: {result.rows_violating:,} of {result.rows_checked:,} rows break this rule"
     moved = w.mask_shift.direction()
@@ -410,7 +410,7 @@ def convention_hint(engine, w, result: CheckResult) -> str:
         return (f"{head}; they fit " + " and ".join(f"--contract {name}" for name in ok)
                 + " (checked on this shard: 0 rows rejected)")
     top = max(result.by_code.items(), key=lambda kv: kv[1], default=(None, 0))[0]
-    why = spec(result.check).hints.get(top, "")
+    why = declared(result.check).hints.get(top, "")
     learnt = learnt_for(engine.contract, engine.oracle, engine.vocab, lambda: (w.view, w.labels, w.mask_facts))
     return f"{head}.{why} {learnt_hint(learnt, engine.contract.mask, fits)} See docs/conventions.md."
 
