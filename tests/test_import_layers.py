@@ -75,9 +75,6 @@ KNOWN_CIRCLES: tuple[str, ...] = (
     # the contract file, its conventions and their policy
     "checks.policy -> config -> conventions -> checks.policy",
     "config -> conventions -> config",
-    # a shard's columns and the trainers' layouts
-    "columns -> layout_rows -> columns",
-    "columns -> layout_rows -> layouts -> columns",
     # a family names its contract module (contract_modules), which reads the family's NAME
     "hidden.contracts -> hidden.family -> hidden.contracts",
     # the entry point registers the plugin by name (options.PLUGIN); the plugin and the masker suite read its options

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..columns import ShardArrays
-from ..layout_rows import LayoutRows, label_codes, rows_of
+from ..layout_rows import LayoutRows, ShardArrays, label_codes, rows_of
 from ..layouts import NEEDS_FORM, NEEDS_LABELS
 from ..results import CheckResult, multi_reason_result
 from .declare import RAW, Scope, Spec, register
