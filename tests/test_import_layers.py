@@ -60,8 +60,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("engine",)),
     ("report", ("report", "explain")),
     # the two pytest suites the plugin runs: contracts/ (the dataset's) and properties/ (a masker's)
-    ("entry", ("controller", "plugin", "suite", "options", "option_help", "workers", "__main__", "init_contract", "demo", "contracts",
-               "properties", "__init__")),
+    ("entry", ("controller", "plugin", "suite", "options", "option_checks", "option_help", "workers", "__main__",
+               "init_contract", "demo", "contracts", "properties", "__init__")),
 )
 
 #: (importing module, imported module) -> what the upward import reaches for.
@@ -77,9 +77,6 @@ KNOWN_CIRCLES: tuple[str, ...] = (
     "config -> conventions -> config",
     # a family names its contract module (contract_modules), which reads the family's NAME
     "hidden.contracts -> hidden.family -> hidden.contracts",
-    # the entry point registers the plugin by name (options.PLUGIN); the plugin and the masker suite read its options
-    "options -> plugin -> options",
-    "options -> plugin -> properties.context -> options",
 )
 
 
