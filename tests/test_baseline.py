@@ -21,7 +21,8 @@ from drafter_contracts.contract import load_contract, resolve_contract_path
 from drafter_contracts.errors import UsageProblem
 from drafter_testkit.mutants import MUTANTS
 from drafter_testkit.upgrades import changed_tokenizer, reasoning_unmasked
-from drafter_contracts.report import baseline as bl
+from drafter_contracts.checks import baseline as bl
+from drafter_contracts.report import baseline as baseline_file
 from helpers import run_pytest
 
 ROWS = 2000
@@ -40,7 +41,7 @@ def saved(tmp_path_factory, clean_dataset, tokenizer_dir) -> Path:
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert f"{target} (baseline saved)" in proc.stdout
     doc = json.loads(target.read_text())
-    assert doc["kind"] == bl.KIND and doc["profile"] == summary["profile"]
+    assert doc["kind"] == baseline_file.KIND and doc["profile"] == summary["profile"]
     assert doc["profile"]["rows"] == ROWS and len(doc["profile"]["top_supervised_tokens"]) == 100
     return target
 

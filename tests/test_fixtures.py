@@ -5,13 +5,22 @@ the project's chat template (exact strings, strict rule, tagged == stock text), 
 conversation generator, the written dataset format, and every mutant (touches only
 its rows, does exactly what it claims, and a small reference checker of the default
 contract sees exactly its expected failures).
+
+The expectations come from the contract registry and the mutants' own declarations, not from
+tables here: each mutant's ``Mutation.expected_failures`` names the contracts it must fail (every
+one registered), its shape is ``mutants.COLUMN_MUTANTS`` / ``COUNT_MUTANTS`` or a row edit, every
+contract a default run holds a dataset to has a mutant, and the reference checker is compared on
+the contracts it models (read from its own code). A new per-row contract and its mutant need no
+edit here.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import random
+import re
 import time
 import unicodedata
 from pathlib import Path
@@ -23,7 +32,9 @@ import pytest
 
 from drafter_testkit import generate as gen
 from drafter_testkit import mutants as mut
+from drafter_contracts.checks import registry
 from drafter_contracts.demo.conversations import KINDS, conversation_of_kind, generate_conversations
+from drafter_contracts.engine import DATASET_CHECKS, ROW_CHECKS
 from drafter_contracts.maskers.hf import has_generation_tags
 from drafter_testkit.tokenizer import (
     FIRST_SPECIAL_ID, SPECIAL_TOKENS, VOCAB_SIZE, qwen36_tokenizer_dir,
@@ -505,23 +516,57 @@ def test_clean_dataset_passes_reference_checker(clean_table: pa.Table, roles: di
 
 # --------------------------------------------------------------------------- mutants
 
-REQUIRED = {
-    "schema_wrong_dtype", "schema_extra_column", "schema_missing_column", "row_count_drop_5pct", "empty_dataset",
-    "null_row", "null_element", "empty_row", "lengths_mask_short", "lengths_seq_len_off", "seq_len_too_long",
-    "unknown_id", "no_supervised", "turn_injected_header", "turn_truncated", "mask_fake_assistant",
-    "mask_user_text", "mask_shift_right", "mask_shift_left", "mask_header", "mask_im_end",
+#: The contract tests the reference checker models, read from its code: it is compared on these only (a
+#: contract it does not model is judged by the gate alone, tests/test_suite_cli.py runs every mutant).
+REFERENCE_MODELS = frozenset(re.findall(r'fails\.add\("(test_\w+)"\)', inspect.getsource(reference_failures)))
+#: Every contract's test, from the registry.
+CONTRACT_TESTS = frozenset(f"test_{name}" for name in registry.names())
+COLUMN_LEVEL, ROW_DROPPING = mut.COLUMN_MUTANTS, mut.COUNT_MUTANTS
+ROW_MUTANTS = sorted(set(mut.MUTANTS) - COLUMN_LEVEL - ROW_DROPPING)
+#: The core contracts a default run holds a dataset to whose mutant lives elsewhere (exact): contract -> where.
+MUTANT_ELSEWHERE = {
+    "arrow_integrity": "drafter_testkit/corruption.py: broken Arrow buffers (tests/test_corruption.py)",
+    "mask_values": "a mask of integers other than 0/1, which this fixture's bool schema cannot hold "
+                   "(tests/test_checks.py)",
+    "tokenizer_drift": "drafter_testkit/content_mutants.py: DRIFT_MUTANTS (tests/test_drift.py)",
 }
-CONTRACT_TESTS = {"test_schema", "test_row_count", "test_not_empty", "test_no_nulls", "test_no_empty_rows",
-                  "test_lengths_agree", "test_seq_len_bounds", "test_ids_known", "test_min_supervised",
-                  "test_turns_well_formed", "test_mask_on_assistant_spans", "test_mask_covers_assistant_spans"}
-COLUMN_LEVEL = {"schema_wrong_dtype", "schema_extra_column", "schema_missing_column"}
-ROW_DROPPING = {"row_count_drop_5pct", "empty_dataset"}
+
+
+def held_contracts() -> set[str]:
+    """The core's per-row and dataset-level contracts a default run holds every dataset to (the registry's,
+    less content and on-request ones and the contract families')."""
+    return {n for n in ROW_CHECKS + DATASET_CHECKS
+            if getattr(registry.spec(n).run, "__module__", "") in registry.CORE_MODULES}
 
 
 def test_mutant_catalogue() -> None:
-    assert REQUIRED <= set(mut.MUTANTS)
+    assert {"mask_user_text", "schema_wrong_dtype", "row_count_drop_5pct"} <= set(mut.MUTANTS)  # named below
     for name, make in mut.MUTANTS.items():
         assert make.__name__ == name
+    assert COLUMN_LEVEL | ROW_DROPPING <= set(mut.MUTANTS) and not COLUMN_LEVEL & ROW_DROPPING
+    assert len(REFERENCE_MODELS) >= 10 and REFERENCE_MODELS <= CONTRACT_TESTS
+
+
+def test_every_contract_has_a_mutant(mutated: dict) -> None:
+    """Each contract a default run holds a dataset to is the expected failure of some mutant (or of one
+    listed in :data:`MUTANT_ELSEWHERE`): a new contract without its mutant fails here."""
+    held = held_contracts()
+    caught = {t.removeprefix("test_") for m, _ in mutated.values() for t in m.expected_failures}
+    missing = sorted(held - caught - set(MUTANT_ELSEWHERE))
+    assert not missing, f"contracts no mutant of drafter_testkit/mutants.py fails: {missing}"
+    assert {"no_nulls", "schema", "mask_on_assistant_spans"} <= held
+    stale = sorted(set(MUTANT_ELSEWHERE) - (held - caught))
+    assert not stale, f"remove from MUTANT_ELSEWHERE (a mutant here fails it, or no such contract): {stale}"
+
+
+def test_mutants_have_their_declared_shape(mutated: dict, clean_table: pa.Table) -> None:
+    for name, (m, table) in mutated.items():
+        if name in COLUMN_LEVEL:
+            assert m.rows == [] and table.num_rows == clean_table.num_rows, name
+        elif name in ROW_DROPPING:
+            assert m.rows and table.num_rows == clean_table.num_rows - len(m.rows), name
+        else:
+            assert 1 <= len(m.rows) <= 3 and table.num_rows == clean_table.num_rows, name
 
 
 @pytest.mark.parametrize("name", list(mut.MUTANTS))
@@ -531,10 +576,10 @@ def test_mutant_expected_failures_match_reference(name: str, mutated: dict, clea
     assert m.name == name and m.expected_failures and m.expected_failures <= CONTRACT_TESTS
     count = next((int(a.split("=", 1)[1]) for a in m.extra_args if a.startswith("--expected-count=")), None)
     rows = None if name in COLUMN_LEVEL | ROW_DROPPING else m.rows
-    assert reference_failures(table, roles, count, rows) == m.expected_failures
+    assert reference_failures(table, roles, count, rows) == m.expected_failures & REFERENCE_MODELS
 
 
-@pytest.mark.parametrize("name", sorted(set(mut.MUTANTS) - COLUMN_LEVEL - ROW_DROPPING))
+@pytest.mark.parametrize("name", ROW_MUTANTS)
 def test_row_mutant_changes_only_its_rows(name: str, mutated: dict, clean_table: pa.Table) -> None:
     m, table = mutated[name]
     assert table.num_rows == clean_table.num_rows and table.schema.equals(clean_table.schema)
@@ -610,16 +655,28 @@ def _claims(name: str, before: dict[str, Any], after: dict[str, Any], roles: dic
             elif name == "mask_user_text":
                 start = changed[0] - 3
                 assert ids[start] == IM_START and ids[start + 1] == roles["user"] and ids[changed[-1] + 1] == IM_END
-    else:
-        raise AssertionError(f"no claim check for {name}")
+    # any other row mutant: what every one keeps (_well_formed_but_for) is its claim
 
 
-@pytest.mark.parametrize("name", sorted(set(mut.MUTANTS) - COLUMN_LEVEL - ROW_DROPPING))
+def _well_formed_but_for(expected: frozenset[str], before: dict[str, Any], after: dict[str, Any]) -> None:
+    """What every row mutant keeps unless it declares breaking it: the row changed, and it stays complete,
+    its lengths agreeing, inside the length bounds."""
+    assert after != before
+    ids, mask, seq_len = after["input_ids"], after["loss_mask"], after["seq_len"]
+    if not expected & {"test_no_nulls", "test_no_empty_rows", "test_lengths_agree"}:
+        assert ids and None not in ids and None not in mask and seq_len == len(ids) == len(mask)
+        if "test_seq_len_bounds" not in expected:
+            assert 10 <= seq_len <= MAX_LEN
+
+
+@pytest.mark.parametrize("name", ROW_MUTANTS)
 def test_row_mutant_does_what_it_claims(name: str, mutated: dict, clean_rows: list[dict[str, Any]],
                                         roles: dict[str, int]) -> None:
     m, table = mutated[name]
     for i in m.rows:
-        _claims(name, clean_rows[i], table.slice(i, 1).to_pylist()[0], roles)
+        after = table.slice(i, 1).to_pylist()[0]
+        _well_formed_but_for(m.expected_failures, clean_rows[i], after)
+        _claims(name, clean_rows[i], after, roles)
 
 
 def test_column_and_count_mutants_do_what_they_claim(mutated: dict, clean_table: pa.Table) -> None:

@@ -1,5 +1,5 @@
-"""checks/registry.py: every contract declared once, in a module the registry lists, and the engine's
-check lists read from it; a module imported afresh declares its contracts again without error."""
+"""checks/registry.py and checks/declare.py: every contract declared once, in a module the registry lists,
+and the engine's check lists read from it; a module imported afresh declares its contracts again without error."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from importlib import import_module
 import pytest
 
 from drafter_contracts import engine
-from drafter_contracts.checks import registry
-from drafter_contracts.checks.registry import MODULES, Scope, Spec, names, spec, specs
+from drafter_contracts.checks import declare, registry
+from drafter_contracts.checks.declare import Scope, Spec
+from drafter_contracts.checks.registry import MODULES, names, spec, specs
 
 
 def test_every_contract_is_declared_in_a_listed_module_once():
@@ -18,7 +19,7 @@ def test_every_contract_is_declared_in_a_listed_module_once():
     assert len(every) == len(set(every)) > 10
     for name, s in every.items():
         assert s.name == name
-        assert registry._DECLARED_BY[name][0] in MODULES, name
+        assert declare._DECLARED_BY[name][0] in MODULES, name
         if s.scope is Scope.WHOLE:
             assert s.reduce is not None, name
         if s.scope is Scope.ROW:
@@ -38,15 +39,15 @@ def test_the_engine_lists_partition_the_registry():
 
 
 def test_report_order_follows_modules():
-    order = [MODULES.index(registry._DECLARED_BY[n][0]) for n in names()]
+    order = [MODULES.index(declare._DECLARED_BY[n][0]) for n in names()]
     assert order == sorted(order)
 
 
 @pytest.fixture
 def scratch_registry(monkeypatch):
-    """The registry's tables as copies, restored after the test."""
-    monkeypatch.setattr(registry, "_SPECS", dict(registry._SPECS))
-    monkeypatch.setattr(registry, "_DECLARED_BY", dict(registry._DECLARED_BY))
+    """The declarations' tables as copies and the registry's order, restored after the test."""
+    monkeypatch.setattr(declare, "_SPECS", dict(declare._SPECS))
+    monkeypatch.setattr(declare, "_DECLARED_BY", dict(declare._DECLARED_BY))
     monkeypatch.setattr(registry, "_ordered", None)
 
 
@@ -59,7 +60,7 @@ def test_a_module_imported_afresh_replaces_its_contracts(scratch_registry, monke
     assert fresh is not old
     assert names() == before  # same contracts, same report order
     assert spec(old.SHARDS_CHECK) is not None and spec(old.SHARDS_CHECK).reduce is not None
-    assert registry._DECLARED_BY[old.SHARDS_CHECK][1] == id(vars(fresh))
+    assert declare._DECLARED_BY[old.SHARDS_CHECK][1] == id(vars(fresh))
 
 
 def _declare(module_globals: dict, s: Spec) -> None:
@@ -67,19 +68,28 @@ def _declare(module_globals: dict, s: Spec) -> None:
 
 
 def test_a_second_declaration_from_one_module_is_refused(scratch_registry):
-    g = {"__name__": "drafter_contracts.checks.rows", "register": registry.register}
+    g = {"__name__": "drafter_contracts.checks.rows", "register": declare.register}
     _declare(g, Spec("made_up_contract", Scope.DATASET, "first", run=lambda e: None))
     with pytest.raises(ValueError, match="declared twice"):
         _declare(g, Spec("made_up_contract", Scope.DATASET, "second", run=lambda e: None))
-    other = {"__name__": "drafter_contracts.checks.spans", "register": registry.register}
+    other = {"__name__": "drafter_contracts.checks.spans", "register": declare.register}
     with pytest.raises(ValueError, match="declared twice"):
         _declare(other, Spec("made_up_contract", Scope.DATASET, "third", run=lambda e: None))
 
 
 def test_declarations_outside_the_listed_modules_or_without_reduce_are_refused(scratch_registry):
     with pytest.raises(ValueError, match="neither registry.CORE_MODULES nor a contract family lists"):
-        _declare({"__name__": "somewhere_else", "register": registry.register},
+        _declare({"__name__": "somewhere_else", "register": declare.register},
                  Spec("made_up_contract", Scope.DATASET, "x"))
     with pytest.raises(ValueError, match="needs a reduce"):
-        _declare({"__name__": "drafter_contracts.checks.rows", "register": registry.register},
+        _declare({"__name__": "drafter_contracts.checks.rows", "register": declare.register},
                  Spec("made_up_whole", Scope.WHOLE, "x"))
+
+
+def test_a_declaration_made_before_the_registry_is_imported_is_checked_then(scratch_registry, monkeypatch):
+    """A contract module imported ahead of the registry declares before the registry's list is known:
+    ``declare.allow`` (the registry's import) checks what was declared until then."""
+    monkeypatch.setattr(declare, "_allowed", None)
+    _declare({"__name__": "somewhere_else", "register": declare.register}, Spec("made_up_contract", Scope.DATASET, "x"))
+    with pytest.raises(ValueError, match="neither registry.CORE_MODULES nor a contract family lists"):
+        declare.allow(MODULES)

@@ -67,9 +67,7 @@ def test_clean_dataset_passes(clean_runs):
     assert len(v) == len(DATASET_CHECKS) + len(ROW_CHECKS) + len(GLOBAL_CHECKS) + len(CONTENT_CHECKS)
     assert "fail" not in v.values()
     # Content contracts only warn (the fixture holds "OK." replies like the 913,786-row Qwen3.6 dataset); the rest pass.
-    assert {k for k, x in v.items() if x != "pass"} <= {*NEEDS_A_FILE, "duplicate_rows", "placeholder_replies",
-                                                          "cut_mid_reply", "short_rows", "dflash_anchors",
-                                                          "convention_losses"}
+    assert {k for k, x in v.items() if x != "pass"} <= {*NEEDS_A_FILE, *CONTENT_CHECKS}
     assert all(v[k] == "skip" for k in NEEDS_A_FILE) and v["tokenizer_drift"] == "pass"
     figures = summary["figures"]
     assert figures["complete"] and figures["rows"] == FIXTURE_ROWS

@@ -1,21 +1,17 @@
-"""A shard's row range and its columns as flat numpy: what every check reads.
+"""A shard's row range and its list columns as flat numpy, read from the Arrow buffers.
 
 Split from ``dataset.py`` so that the layouts (``layouts.py``, ``layout_rows.py``), which turn
-a trainer's columns into these arrays, and the dataset, which opens the files and asks the
-layout for a shard, can both use them. Integer values without nulls are zero-copy views of
-the memory-mapped Arrow buffers.
+a trainer's columns into the arrays every check reads (``layout_rows.ShardArrays``), and the
+dataset, which opens the files and asks the layout for a shard, can both use them. Integer
+values without nulls are zero-copy views of the memory-mapped Arrow buffers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-
-if TYPE_CHECKING:  # for annotations only
-    from .layout_rows import LayoutRows
 
 
 @dataclass(frozen=True)
@@ -47,29 +43,6 @@ class ListColumn:
     @property
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
-
-
-@dataclass
-class ShardArrays:
-    """The columns of one shard as the engine reads them, whatever layout wrote them; a column the dataset
-    lacks is None.
-
-    ``input_ids`` and ``loss_mask`` are the rows without padding, the mask token-level (a labels
-    layout's labels turned into the tokens they supervise: ``layout_rows.py``); ``names`` are the
-    raw columns behind them (what a verdict calls them). ``extra``: the other list columns the
-    layout reads (attention_mask, assistant_masks beside labels), cut like the rows, for the null
-    checks; ``layout``: what the layout's own contracts read (None in the speculators layout).
-    """
-
-    shard: Shard
-    input_ids: ListColumn | None
-    loss_mask: ListColumn | None
-    seq_len: np.ndarray | None  # int64 per row (nulls read as 0)
-    seq_len_nulls: np.ndarray | None  # bool per row, None when no nulls
-    cache: dict = field(default_factory=dict)  # derived per-shard facts, computed once
-    names: tuple[str, str] = ("input_ids", "loss_mask")
-    extra: tuple[tuple[str, ListColumn], ...] = ()
-    layout: "LayoutRows | None" = None
 
 
 def arrow_type_name(t: pa.DataType) -> str:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from .checks.declare import Scope, Spec, register
 from .dataset import Shard
-from .checks.registry import Scope, Spec, register
 from .integrity import file_state, state_changes
 from .results import CheckResult
 

@@ -21,7 +21,7 @@ this interface, so adding one touches no core file:
 * ``drafter-contracts init``: :class:`InitHooks`, what the family pins of a known-good dataset in
   init's one pass (its arguments, its input, a partial per shard, the pins, its table's lines).
 
-Its contracts are declared in ``contract_modules`` with ``registry.register`` like the core's, in
+Its contracts are declared in ``contract_modules`` with ``declare.register`` like the core's, in
 report order after the core module ``after`` (the end when None), and their statistics travel as
 partials and ``shard_figures`` the reducer already merges.
 
@@ -73,7 +73,7 @@ class ContractFamily:
     #: Key of ``Engine.inputs``, ``RunOptions.families``, ``Contract.families``, summary.json's section, and
     #: the ``needs`` entry of the contracts that read the family's input.
     name: str
-    #: Modules declaring its contracts (``registry.register`` calls), in report order.
+    #: Modules declaring its contracts (``declare.register`` calls), in report order.
     contract_modules: tuple[str, ...]
     #: The core contract module its contracts follow in report order (None: after every core one).
     after: str | None = None

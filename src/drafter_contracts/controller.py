@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from . import kernels
-from .checks import registry
+from .checks import declare, registry
 from .completeness import Coverage
 from .engine import Engine
 from .contract_families import families
@@ -29,7 +29,7 @@ from .report.explain import decoded_example, warn_excerpts
 from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
 from .report.artifacts import write_reports
 from .report.merge import split_section
-from .report.reducer import Reducer
+from .report.reducer import Reducer, dataset_profile
 from .report.shared_reasons import named
 from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, count_line, terminal_lines
 from .report.violations import build_table, listed_note
@@ -146,7 +146,7 @@ class ContractRun:
                if f.describe is not None and f.name in engine.inputs},
         }
 
-    # --- whole-dataset verdicts (registry.WholeRun) -------------------------------------------
+    # --- whole-dataset verdicts (declare.WholeRun) -------------------------------------------
 
     def partials(self, name: str) -> dict[int, Any]:
         return self.reducer.partials.get(name, {})
@@ -166,12 +166,18 @@ class ContractRun:
     def shard_stats(self) -> list[dict]:
         return self.reducer.shard_stats()
 
+    def profile(self, top_k: int, counts: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+        return dataset_profile(self.shard_stats(), top_k, counts)
+
+    def tokenizer_fingerprint(self) -> dict[str, Any]:
+        return tokenizer_fingerprint(self.engine.vocab)
+
     def _decide_whole(self, session: pytest.Session) -> None:
         """Every whole-dataset contract's verdict, each through pytest's report hooks like any test's
         (terminal, JUnit, exit code, summary.json). A verdict fed by per-shard partials replaces the
         shards' carrier records (their time is kept)."""
         for entry in registry.specs().values():
-            if entry.scope is not registry.Scope.WHOLE:
+            if entry.scope is not declare.Scope.WHOLE:
                 continue
             off = self.engine.turned_off.get(entry.name)
             verdict = entry.reduce(self) if off is None else CheckResult(entry.name, "dataset",
@@ -179,7 +185,7 @@ class ContractRun:
             if verdict is None:
                 continue
             result, details, figures = ((verdict.result, verdict.details, verdict.figures)
-                                        if isinstance(verdict, registry.Verdict) else (verdict, [], None))
+                                        if isinstance(verdict, declare.Verdict) else (verdict, [], None))
             if result.skipped and not entry.report_skip:  # nothing to check: in the summary with its reason
                 self._record(result.to_dict(), "skipped", result.skipped)
                 continue
@@ -284,12 +290,12 @@ class ContractRun:
         own, and a whole-dataset verdict is decided here after the shards and reported as one more test
         (``report_global``), or kept in the summary alone when it had nothing to check.
         """
-        by_scope = {scope: 0 for scope in registry.Scope}
+        by_scope = {scope: 0 for scope in declare.Scope}
         for name in self.summary["checks"]:
             declared = registry.spec(name)
-            by_scope[declared.scope if declared is not None else registry.Scope.DATASET] += 1
-        return {"contracts": len(self.summary["checks"]), "per_row": by_scope[registry.Scope.ROW],
-                "dataset_level": by_scope[registry.Scope.DATASET], "whole_dataset": by_scope[registry.Scope.WHOLE],
+            by_scope[declared.scope if declared is not None else declare.Scope.DATASET] += 1
+        return {"contracts": len(self.summary["checks"]), "per_row": by_scope[declare.Scope.ROW],
+                "dataset_level": by_scope[declare.Scope.DATASET], "whole_dataset": by_scope[declare.Scope.WHOLE],
                 "shard_tests": len(self.engine.shards), "tests_collected": self.collected,
                 "verdicts_reported": self.verdicts_reported,
                 "pytest_results": self.collected + self.verdicts_reported}

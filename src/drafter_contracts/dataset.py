@@ -21,10 +21,11 @@ import numpy as np
 import pyarrow as pa
 
 from . import source_files
-# Shard, ShardArrays, ListColumn, _list_column and arrow_type_name lived here before columns.py: still importable.
-from .columns import ListColumn, Shard, ShardArrays, _list_column, _offsets, arrow_type_name, read_seq_len  # noqa: F401
+# Shard, ShardArrays, ListColumn, _list_column and arrow_type_name lived here before columns.py and layout_rows.py:
+# still importable.
+from .columns import ListColumn, Shard, _list_column, _offsets, arrow_type_name, read_seq_len  # noqa: F401
 from .errors import UsageProblem
-from .layout_rows import read_part, resolve
+from .layout_rows import ShardArrays, read_part, resolve
 from .layouts import Layout, from_schema, unreadable
 
 _DATA_SUFFIXES = {".parquet", ".jsonl", ".json", ".csv", ".arrow", ".txt", ".pt"}

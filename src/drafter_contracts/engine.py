@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from .checks import content, spans
-from .checks.registry import IDS, MASK, RAW, TOKENIZER, Scope, names, spec, specs
+from .checks.declare import IDS, MASK, RAW, TOKENIZER, Scope
+from .checks.registry import names, spec, specs
 from .checks.view import RowView, problem_rows, usable_view
 from .contract import Contract
 from .contract.mask_shift import MaskShift, mask_shift_of

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from .checks.registry import Scope, Spec, register
+from .checks.declare import Scope, Spec, register
 from .errors import InvalidBuffers
 from .results import CheckResult, Violation
 

@@ -1,5 +1,5 @@
-"""A shard of any layout (``layouts.py``) as the flat arrays the engine reads, and what the layout's
-own contracts read (:class:`LayoutRows`).
+"""A shard of any layout (``layouts.py``) as the flat arrays the engine reads (:class:`ShardArrays`), and
+what the layout's own contracts read (:class:`LayoutRows`).
 
 Three steps, each numpy over the shard's flat buffers (never a loop per row or token):
 
@@ -18,13 +18,13 @@ columns alone cannot (the labels' shift, the padding side).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
 
-from .columns import (ListColumn, Shard, ShardArrays, _chunk_column, _list_column, _offsets, join_columns,
-                      read_seq_len, to_numpy)
+from .columns import (ListColumn, Shard, _chunk_column, _list_column, _offsets, join_columns, read_seq_len,
+                      to_numpy)
 from .layouts import IGNORE_INDEX, Layout
 
 #: Share of the first rows' trained labels one reading (shifted or not) must explain to be taken.
@@ -52,6 +52,29 @@ class LayoutRows:
             if codes is not None:
                 bad |= codes != 0
         return bad & ~self.null
+
+
+@dataclass
+class ShardArrays:
+    """The columns of one shard as the engine reads them, whatever layout wrote them; a column the dataset
+    lacks is None.
+
+    ``input_ids`` and ``loss_mask`` are the rows without padding, the mask token-level (a labels
+    layout's labels turned into the tokens they supervise: :func:`token_mask`); ``names`` are the
+    raw columns behind them (what a verdict calls them). ``extra``: the other list columns the
+    layout reads (attention_mask, assistant_masks beside labels), cut like the rows, for the null
+    checks; ``layout``: what the layout's own contracts read (None in the speculators layout).
+    """
+
+    shard: Shard
+    input_ids: ListColumn | None
+    loss_mask: ListColumn | None
+    seq_len: np.ndarray | None  # int64 per row (nulls read as 0)
+    seq_len_nulls: np.ndarray | None  # bool per row, None when no nulls
+    cache: dict = field(default_factory=dict)  # derived per-shard facts, computed once
+    names: tuple[str, str] = ("input_ids", "loss_mask")
+    extra: tuple[tuple[str, ListColumn], ...] = ()
+    layout: LayoutRows | None = None
 
 
 @dataclass

@@ -23,7 +23,7 @@ from .dataset import Shard, open_dataset
 from .engine import Engine
 from .errors import UsageProblem
 from .contract_families import families
-from .options import load_contract_options, run_options
+from .option_checks import load_contract_options, run_options
 from .report import baseline as baseline_mod
 from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY
 from .vocab import load_vocabulary

@@ -50,7 +50,7 @@ SHARD_STATS: tuple[ShardStat, ...] = (
     ShardStat("boundary_tokens", ANY, "template marker tokens (turn headers and ends)"),
     ShardStat("boundary_supervised", ANY, "supervised marker tokens"),
     ShardStat("anchor_positions", EVERY, "DFlash anchor candidates (supervised block starts)"),
-    ShardStat("contract_figures", FIGURES, "what contracts' shard passes counted (registry.Spec.shard_figures)"),
+    ShardStat("contract_figures", FIGURES, "what contracts' shard passes counted (declare.Spec.shard_figures)"),
 )
 KEYS = frozenset(s.key for s in SHARD_STATS)
 

@@ -20,7 +20,7 @@ from ..dataset import ShardArrays
 from ..results import CheckResult, Violation, row_result
 from ..spans.labels import ASSISTANT_PARTS, Labels, Role
 from ..spans.turns import IS_TURN as _IS_TURN
-from .registry import IDS, MASK, TOKENIZER, Scope, Spec, register
+from .declare import IDS, MASK, TOKENIZER, Scope, Spec, register
 from .view import RowView, in_table
 
 

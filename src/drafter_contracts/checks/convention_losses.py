@@ -23,7 +23,7 @@ import numpy as np
 from ..contract import MaskPolicy
 from ..results import CheckResult, Violation
 from ..spans.labels import ROLE_NAMES, Role
-from .registry import IDS, MASK, TOKENIZER, Scope, Spec, Verdict, register
+from .declare import IDS, MASK, TOKENIZER, Scope, Spec, Verdict, register
 
 NAME = "convention_losses"
 #: The parts a convention may leave untrained: (label, role, bit in a row's part mask).

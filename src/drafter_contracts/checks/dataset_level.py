@@ -7,7 +7,7 @@ from ..contract import Contract
 from ..contract.file import accepted_types
 from ..layouts import DEFAULT_TYPES, Layout
 from ..results import CheckResult
-from .registry import Scope, Spec, register
+from .declare import Scope, Spec, register
 
 
 def check_schema(column_types: dict[str, str], contract: Contract, layout: Layout | None = None) -> CheckResult:

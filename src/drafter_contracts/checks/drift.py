@@ -37,7 +37,7 @@ from ..dataset import Shard, ShardArrays
 from ..paths import atomic_write_bytes
 from ..results import CheckResult, Violation
 from .content import mix64
-from .registry import IDS, TOKENIZER, Scope, Spec, register
+from .declare import IDS, TOKENIZER, Scope, Spec, register
 from .view import RowView, usable_view
 
 REASON = "re-encoding with the tokenizer gives other ids"

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..errors import UsageProblem
 from ..table_fields import did_you_mean
-from .registry import TOKENIZER, spec, specs
+from .declare import TOKENIZER
+from .registry import spec, specs
 
 if TYPE_CHECKING:
     from ..contract import Contract

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..columns import ShardArrays
-from ..layout_rows import LayoutRows, label_codes, rows_of
+from ..layout_rows import LayoutRows, ShardArrays, label_codes, rows_of
 from ..layouts import NEEDS_FORM, NEEDS_LABELS
 from ..results import CheckResult, multi_reason_result
-from .registry import RAW, Scope, Spec, register
+from .declare import RAW, Scope, Spec, register
 from .view import problem_rows
 
 _FORM = {1: "nested [0, L]: no inner list", 2: "nested [k, L] with k > 1: several inner lists, not [1, L]",

@@ -1,8 +1,8 @@
 """What a contract reads of the engine and of a shard's work, declared below the engine.
 
-The contracts are registered (``registry.Spec``) and run by ``engine.Engine``, which imports the
+The contracts are registered (``declare.Spec``) and run by ``engine.Engine``, which imports the
 registry; the callables a ``Spec`` holds take the engine and a shard's ``ShardWork`` as arguments.
-Annotating them with the engine's own classes would tie the registry to the layer above it, so
+Annotating them with the engine's own classes would tie the declarations to the layer above them, so
 they are annotated with these protocols instead: the members a contract may read. The engine's
 classes satisfy them (``tests/test_import_layers.py`` checks it on a real engine), so a member a
 contract needs is added here and there together.

@@ -7,7 +7,7 @@ import numpy as np
 from ..contract import Contract
 from ..dataset import ShardArrays
 from ..results import CheckResult, first_per_row, row_result
-from .registry import IDS, MASK, RAW, TOKENIZER, Scope, Spec, register
+from .declare import IDS, MASK, RAW, TOKENIZER, Scope, Spec, register
 from .view import RowView, problem_rows
 
 

@@ -15,7 +15,7 @@ from ..dataset import ShardArrays
 from ..results import CheckResult, first_per_row, row_result
 from ..spans.labels import TURN_PROBLEM_TEXT, Labels, Role
 from ..spans.turns import MaskFacts, assistant_turns
-from .registry import IDS, MASK, TOKENIZER, Scope, Spec, register, spec
+from .declare import IDS, MASK, TOKENIZER, Scope, Spec, declared, register
 from .view import RowView
 
 
@@ -181,7 +181,7 @@ def convention_hint(engine, w, result: CheckResult) -> str:
         return (f"{head}; they fit " + " and ".join(f"--contract {name}" for name in ok)
                 + " (checked on this shard: 0 rows rejected)")
     top = max(result.by_code.items(), key=lambda kv: kv[1], default=(None, 0))[0]
-    why = spec(result.check).hints.get(top, "")
+    why = declared(result.check).hints.get(top, "")
     learnt = learnt_for(engine.contract, engine.oracle, engine.vocab, lambda: (w.view, w.labels, w.mask_facts))
     return f"{head}.{why} {learnt_hint(learnt, engine.contract.mask, fits)} See docs/conventions.md."
 

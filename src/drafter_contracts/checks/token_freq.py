@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..results import CheckResult
-from .registry import IDS, MASK, Scope, Spec, register
+from .declare import IDS, MASK, Scope, Spec, register
 from .view import usable_view
 
 FILE_NAME = "token_freq.pt"

@@ -11,7 +11,8 @@ reach every report through pytest's report hooks. Each test is a single call int
 engine; the logic lives in ``drafter_contracts.checks``.
 """
 
-from drafter_contracts.checks.registry import Scope, names, spec
+from drafter_contracts.checks.declare import Scope
+from drafter_contracts.checks.registry import names, spec
 from drafter_contracts.suite import check_dataset, check_rows
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.registry import IDS, MASK, Scope, Spec, Verdict, register
+from ..checks.declare import IDS, MASK, Scope, Spec, Verdict, register
 from ..checks.token_freq import FILE_NAME as TOKEN_FREQ, load_token_freq
 from ..results import CheckResult
 from ..spans.labels import Role

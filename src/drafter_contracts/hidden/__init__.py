@@ -1,6 +1,6 @@
 """Contracts on the hidden states extracted for every dataset row (speculators' offline layout).
 
-``contracts`` the nine contracts' registry entries (checks/registry.py; they need a hidden-states folder)
+``contracts`` the nine contracts' registry entries (checks/declare.py; they need a hidden-states folder)
 ``reader``  safetensors headers parsed from the bytes, tensors decoded with numpy (bfloat16, float8)
 ``policy``  the ``[hidden_states]`` contract table and what a model's config.json declares
 ``plan``    file names and the one listing of the folder

@@ -1,4 +1,4 @@
-"""The hidden-state contracts, declared in the registry (``checks/registry.py``) like every other one.
+"""The hidden-state contracts, declared (``checks/declare.py``) like every other one.
 
 All need a hidden-states folder (the family's input, ``Engine.inputs["hidden_states"]``, opened by
 ``family.open_input`` from ``--hidden-states`` or ``DATASET/hidden_states``) and are ``on_request``:
@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..checks.registry import IDS, Scope, Spec, Verdict, WholeRun, register
+from ..checks.declare import IDS, Scope, Spec, Verdict, WholeRun, register
 from ..results import CheckResult
 from . import checks as C
 from .policy import NAME

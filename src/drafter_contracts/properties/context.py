@@ -76,10 +76,10 @@ def _tagged_template(tokenizer: Any, explicit: str | None) -> str | None:
 
 def build_context(config: pytest.Config) -> PropertyContext:
     """Everything from the options; UsageProblem on bad input."""
-    from ..options import load_contract_options, run_options
+    from ..option_checks import load_contract_options, run_options
 
     opt = config.getoption
-    opts = run_options(config)  # contract and tokenizer name, checked before this (options.check_inputs)
+    opts = run_options(config)  # contract and tokenizer name, checked before this (option_checks.check_inputs)
     if not opts.checked:  # an xdist worker: the controller checked the inputs
         load_contract_options(config, opts, masker=True)
     return make_context(opt("masker"), opts.tokenizer, opts.contract, explicit_contract=bool(opt("contract")),

@@ -155,7 +155,8 @@ def merge_parts(paths: list[Path]) -> tuple[dict[str, Any], Any]:
 def _once_checks() -> frozenset[str]:
     """Contracts every part judges alike (metadata, and token_freq.pt, which a part does not check):
     their verdicts count once. Per-shard contracts, per-part ones and those fed by per-shard partials add up."""
-    from ..checks.registry import Scope, specs
+    from ..checks.declare import Scope
+    from ..checks.registry import specs
 
     return frozenset(name for name, s in specs().items()
                      if s.scope is not Scope.ROW and not s.per_part and s.partial is None)

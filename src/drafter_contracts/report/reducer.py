@@ -114,7 +114,7 @@ class Reducer:
         one[outcome] += 1
         if details:
             one["details"] = list(details)
-        if result.get("figures"):  # what the reports draw of a controller-side verdict (registry.Verdict)
+        if result.get("figures"):  # what the reports draw of a controller-side verdict (declare.Verdict)
             one["figures"] = result["figures"]
         reason = result["skipped"] or skip_reason
         one["skip_reasons"] = [reason] if reason else []
@@ -226,7 +226,7 @@ class Reducer:
             out["supervised_role_tokens"] = dict(sorted(total(t, "role_supervised").items()))
         if total(t, "anchor_positions") is not None:
             out["anchor_positions"] = total(t, "anchor_positions")  # DFlash anchor candidates, whole dataset
-        if total(t, "contract_figures"):  # what contracts' shard passes counted (registry.Spec.shard_figures)
+        if total(t, "contract_figures"):  # what contracts' shard passes counted (declare.Spec.shard_figures)
             out["contract_figures"] = {name: dict(f) for name, f in sorted(total(t, "contract_figures").items())}
         return out
 

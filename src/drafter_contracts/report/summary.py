@@ -52,7 +52,7 @@ def _check_entry(name: str, c: dict[str, Any]) -> dict[str, Any]:
         "details": c.get("details", []),
         "report_only": bool(c.get("report_only")),
         "global": bool(c.get("global")),  # decided at the controller over every shard it saw
-        **({"figures": c["figures"]} if c.get("figures") else {}),  # what the reports draw (registry.Verdict)
+        **({"figures": c["figures"]} if c.get("figures") else {}),  # what the reports draw (declare.Verdict)
     }
 
 
