@@ -52,10 +52,10 @@ def entry_import_us(py: str) -> int:
     microseconds, best of 5."""
     best = None
     for _ in range(5):
-        out = subprocess.run([py, "-X", "importtime", "-c", "import pytest; import drafter_contracts.options"],
+        out = subprocess.run([py, "-X", "importtime", "-c", "import pytest; import drafter_contracts.run.options"],
                              capture_output=True, text=True).stderr
         for line in out.splitlines():
-            if line.rstrip().endswith("drafter_contracts.options"):
+            if line.rstrip().endswith("drafter_contracts.run.options"):
                 us = int(line.split("|")[1])
                 best = us if best is None else min(best, us)
     return best or 0

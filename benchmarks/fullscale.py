@@ -192,7 +192,7 @@ def dataset_dir(rows: int = FULL_ROWS, seed: int = 0, root: Path | None = None, 
 
 def describe(path: Path) -> dict:
     """Shape figures of a built dataset, from its offsets only."""
-    from drafter_contracts.dataset import open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
 
     ds = open_dataset(path)
     lengths = ds.row_lengths()

@@ -3,7 +3,7 @@
     python benchmarks/integrity_cost.py [--rows 100000] [--shard-size 10000]
 
 For one shard of ``--shard-size`` rows (~3.4 M tokens at the seed's mean length): Arrow's
-ValidateFull over the shard's record batches (what ``integrity.scan_tables`` runs), the
+ValidateFull over the shard's record batches (what ``checks.integrity.scan_tables`` runs), the
 vectorized offsets pass that names the first bad row, and the shard's token pass (the one
 compiled pass every shard makes; ``engine.token_pass``). Then the whole dataset's scan, which
 every process makes once at open. Best of ``--repeats``; docs/reliability.md quotes the output.
@@ -33,10 +33,11 @@ def best(fn, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from drafter_contracts.checks.view import usable_view
-    from drafter_contracts.dataset import Shard, open_dataset
+    from drafter_contracts.dataset.row_view import usable_view
+    from drafter_contracts.dataset.reader import open_dataset
+    from drafter_contracts.dataset.columns import Shard
     from drafter_contracts.engine import token_pass
-    from drafter_contracts.integrity import first_bad_offset, list_offsets, scan_tables
+    from drafter_contracts.checks.integrity import first_bad_offset, list_offsets, scan_tables
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)

@@ -9,7 +9,7 @@ Two measures, each backend alternately, best and median of ``--repeats``:
 * whole runs, ``pytest --dataset-path -n 2`` in a subprocess (``run.suite_run``), start-up included.
 
 The backend is chosen with ``DRAFTER_CONTRACTS_KERNELS=numpy``, exactly as an install without
-the library runs (``kernels.py``). docs/reliability.md quotes the output.
+the library runs (``kernels/compiled.py``). docs/reliability.md quotes the output.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from run import suite_run  # noqa: E402
 
 def shard_work_seconds(path: Path, backend: str) -> float:
     """Every shard's stats and per-row contracts in this process, on one backend."""
-    from drafter_contracts import kernels
+    from drafter_contracts.kernels import compiled as kernels
     from drafter_contracts.contract import load_contract, resolve_contract_path
-    from drafter_contracts.dataset import open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
     from drafter_contracts.engine import SHARD_CHECKS, Engine
-    from drafter_contracts.vocab import load_vocabulary
+    from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
     os.environ[kernels.KERNELS_ENV] = backend
     kernels._lib.cache_clear()

@@ -19,11 +19,11 @@ import time
 import numpy as np
 
 from drafter_contracts.contract import load_contract, resolve_contract_path
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_contracts.engine import Engine
 from drafter_testkit.tokenizer import qwen36_tokenizer_dir
 from drafter_contracts.spans import generic
-from drafter_contracts.vocab import load_vocabulary
+from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
 
 def main(paths: list[str], tokenizer: str) -> None:

@@ -41,9 +41,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from drafter_contracts import kernels
-from drafter_contracts.allocator import keep_freed_memory
-from drafter_contracts.dataset import Shard, open_dataset
+from drafter_contracts.kernels import compiled as kernels
+from drafter_contracts.run.allocator import keep_freed_memory
+from drafter_contracts.dataset.reader import open_dataset
+from drafter_contracts.dataset.columns import Shard
 from drafter_testkit.families import family_dataset_dir, family_tokenizer_dir
 from drafter_contracts.demo.dataset import demo_dataset_dir
 from drafter_testkit.tokenizer import qwen36_tokenizer_dir
@@ -52,7 +53,7 @@ from drafter_contracts.spans.learn.builtin import builtin_profile
 from drafter_contracts.spans.learn.derive import DerivationFailed, cached_derivation
 from drafter_contracts.spans.profile import CompiledProfile
 from drafter_contracts.spans import SpanOracle, make_oracle, oracle_for_profile
-from drafter_contracts.vocab import load_vocabulary
+from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
 MAX_LEN = 4096
 
@@ -143,7 +144,7 @@ def main() -> None:
     parser.add_argument("--label", default="", help="a word for this run (before/after), stored in the JSON")
     args = parser.parse_args()
     assert kernels.backend()["backend"] == "c", "the benchmark times the compiled labeller"
-    keep_freed_memory()  # as the suite does (allocator.py): each call's outputs reuse the last call's pages
+    keep_freed_memory()  # as the suite does (run/allocator.py): each call's outputs reuse the last call's pages
     found = cases()
     floors: dict[int, Callable[[], Any]] = {}
     rounds: list[dict[str, Any]] = []

@@ -32,7 +32,7 @@ from typing import Any
 
 def read_seconds(folder: Path) -> float:
     """Every shard of the dataset read as the engine reads it (the default shard plan)."""
-    from drafter_contracts.dataset import open_dataset, plan_shards
+    from drafter_contracts.dataset.reader import open_dataset, plan_shards
 
     ds = open_dataset(folder)
     shards = plan_shards(ds.num_rows, 10_000, ds.row_lengths(), 4_000_000)

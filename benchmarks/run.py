@@ -48,7 +48,7 @@ _AT_MOST = ("marginal_over_floor", "fixed_overhead_s", "peak_rss_per_worker_gb",
 
 def floor_seconds(path: Path, repeats: int = 3) -> dict[str, Any]:
     """One memory-mapped pyarrow pass touching every token: min/max ids, mask sum, list lengths (best of N)."""
-    from drafter_contracts.dataset import open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
 
     files = open_dataset(path).files
     best, result = float("inf"), {}
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, _, _ in runs:
         res["suite"][name] = median_of(done[name])
         print(f"{name}: {json.dumps(res['suite'][name])}", flush=True)
-    from drafter_contracts.vocab import load_vocabulary
+    from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
     res["naive"] = naive_loop(paths[args.rows], args.naive_sample, load_vocabulary("builtin:qwen3.6"))
     print(f"naive: {json.dumps(res['naive'])}", flush=True)

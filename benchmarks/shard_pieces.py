@@ -9,18 +9,18 @@ import sys
 import time
 from pathlib import Path
 
-from drafter_contracts.allocator import keep_freed_memory
+from drafter_contracts.run.allocator import keep_freed_memory
 from drafter_contracts.checks import content
-from drafter_contracts.checks.view import mask_prefix
+from drafter_contracts.dataset.row_view import mask_prefix
 from drafter_contracts.contract import load_contract, resolve_contract_path
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_contracts.engine import SHARD_CHECKS, Engine, ShardWork, profile_stats
-from drafter_contracts.vocab import load_vocabulary
+from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fullscale  # noqa: E402
 
-keep_freed_memory()  # as the suite does (allocator.py)
+keep_freed_memory()  # as the suite does (run/allocator.py)
 path = sys.argv[1] if len(sys.argv) > 1 else str(fullscale.dataset_dir(100_000))
 contract = load_contract(resolve_contract_path("qwen3.6-dflash"), {})
 ds = open_dataset(path)

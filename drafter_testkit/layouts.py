@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from drafter_contracts.demo.dataset import save_table
-from drafter_contracts.layouts import IGNORE_INDEX
+from drafter_contracts.dataset.layouts import IGNORE_INDEX
 from drafter_contracts.paths import cache_root, cached_build
 
 from .mutants import mask_user_text

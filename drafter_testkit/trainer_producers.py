@@ -399,7 +399,7 @@ def _builtin_tokenizer() -> Any:
     """The built-in Qwen3.6 tokenizer as ``AutoTokenizer`` loads it (its own template: TRL's ``qwen3_6.jinja``)."""
     from transformers import AutoTokenizer
 
-    from drafter_contracts.builtin_tokenizer import builtin_tokenizer_dir
+    from drafter_contracts.tokenizer.builtin import builtin_tokenizer_dir
 
     return AutoTokenizer.from_pretrained(str(builtin_tokenizer_dir()))
 
@@ -439,7 +439,7 @@ def _modelopt() -> tuple[Any, Any]:
 
 def produce_modelopt(cases: list[rt.Case], out: Path) -> dict[str, list[rp.Rendering]]:
     """The per-sample path, then the collator with shifted (EAGLE-3) and unshifted (DFlash) labels."""
-    from drafter_contracts.trl_templates import vendor_template
+    from drafter_contracts.tokenizer.trl_templates import vendor_template
 
     tokenize_one, collator_class = _modelopt()
     training = vendor_template(TRAINING_TEMPLATE)
@@ -509,8 +509,8 @@ def produce_trl(cases: list[rt.Case], out: Path) -> dict[str, list[rp.Rendering]
 def _arctic_tokenizer(folder: Path) -> Path:
     """The built-in tokenizer with TRL's ``qwen3_6.jinja``, as transformers 4 reads it: ``tokenizer_class`` is
     ``Qwen2Tokenizer`` (what Qwen's own repositories name; transformers 4 has no ``TokenizersBackend``)."""
-    from drafter_contracts.builtin_tokenizer import builtin_tokenizer_dir
-    from drafter_contracts.trl_templates import vendor_template
+    from drafter_contracts.tokenizer.builtin import builtin_tokenizer_dir
+    from drafter_contracts.tokenizer.trl_templates import vendor_template
 
     src = builtin_tokenizer_dir()
     folder.mkdir(parents=True)

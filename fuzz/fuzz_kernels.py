@@ -7,8 +7,8 @@ Each input becomes ids (int32 or int64, any value), a mask (any byte), offsets (
 values, sorted or not), a template profile (headers with cores, tails, ends, untils,
 free tokens and reopening roles; sub-spans with stop tokens; BOS, after-end and EOS ids;
 all over a small id alphabet) and a few parameters, and drives the span labeller
-(``spans.kernel.label``, the checked wrapper of ``_labeller.c``'s ``label_profile``) and
-``kernels.token_pass`` (the two kernels every shard runs) plus ``row_hash_sums``. A
+(``spans.kernel.label``, the checked wrapper of ``kernels/_labeller.c``'s ``label_profile``) and
+``kernels.compiled.token_pass`` (the two kernels every shard runs) plus ``row_hash_sums``. A
 wrapper may refuse an input (``ValueError``/``TypeError``, ``InvalidBuffers`` above all
 for offsets outside the buffers or decreasing): that is the point of the wrappers. An
 input it accepts must run without a sanitizer report or a crash, and give exactly what
@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow  # noqa: F401  (imported uninstrumented: coverage is wanted for the wrappers only)
 
 with atheris.instrument_imports(include=["drafter_contracts"]):
-    from drafter_contracts import kernels, kernels_numpy
+    from drafter_contracts.kernels import compiled as kernels, numpy_loops as kernels_numpy
     from drafter_contracts.spans import generic, kernel
     from drafter_contracts.spans.labels import Role
     from drafter_contracts.spans.profile import CompiledProfile, Header, SubSpan, TemplateProfile

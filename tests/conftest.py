@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from drafter_contracts.spans.labels import Labels
     from drafter_contracts.spans.profile import CompiledProfile
     from drafter_contracts.spans.oracle import SpanOracle
-    from drafter_contracts.vocab import Vocabulary
+    from drafter_contracts.tokenizer.vocabulary import Vocabulary
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -102,7 +102,7 @@ def tokenizer_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def vocab(tokenizer_dir: Path) -> Vocabulary:
-    from drafter_contracts.vocab import load_vocabulary
+    from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
     return load_vocabulary(str(tokenizer_dir))
 

@@ -13,7 +13,7 @@ import pytest
 
 from drafter_contracts.checks import accumulators as acc
 from drafter_contracts.contract import load_contract, resolve_contract_path
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_contracts.engine import Engine
 from drafter_contracts.report.reducer import Reducer
 

@@ -8,7 +8,7 @@ import sys
 _SCRIPT = """
 import resource, sys
 import numpy as np
-from drafter_contracts.allocator import keep_freed_memory
+from drafter_contracts.run.allocator import keep_freed_memory
 if sys.argv[1] == "on":
     assert keep_freed_memory()
 def shard():  # a shard's working arrays: prefix sums, labels, candidates (12 MB each), then all freed

@@ -103,7 +103,7 @@ _HARD = {"lengths_agree", "seq_len_bounds", "ids_known", "min_supervised", "turn
 
 
 def _vocab():
-    from drafter_contracts.vocab import load_vocabulary
+    from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
     return load_vocabulary("builtin:qwen3.6")
 

@@ -19,7 +19,7 @@ from drafter_contracts.spans import generic, kernel
 from drafter_contracts.spans.learn.builtin import builtin_profile
 from drafter_contracts.spans.labels import Role, TurnProblem
 from drafter_contracts.spans.profile import CompiledProfile
-from drafter_contracts.vocab import load_vocabulary
+from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
 R = Role
 AH = R.ASSISTANT_HEADER

@@ -9,9 +9,10 @@ import pyarrow as pa
 import pytest
 
 from drafter_contracts.checks import dataset_level, rows, spans
-from drafter_contracts.checks.view import usable_view
+from drafter_contracts.dataset.row_view import usable_view
 from drafter_contracts.contract import load_contract, resolve_contract_path
-from drafter_contracts.dataset import Shard, open_dataset
+from drafter_contracts.dataset.reader import open_dataset
+from drafter_contracts.dataset.columns import Shard
 
 
 @pytest.fixture(scope="module")

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from helpers import NEEDS_A_FILE
-from drafter_contracts.completeness import Coverage, unchanged_result
-from drafter_contracts.dataset import Shard
+from drafter_contracts.checks.completeness import Coverage, unchanged_result
+from drafter_contracts.dataset.columns import Shard
 from drafter_contracts.engine import SHARD_CHECKS, Engine
 from drafter_testkit.corruption import small_dataset_dir, tree_hashes
-from drafter_contracts.integrity import file_state
+from drafter_contracts.checks.integrity import file_state
 from drafter_testkit.schema import validate_summary
 
 KILLER = textwrap.dedent('''

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from drafter_contracts.checks.content import anchor_counts, find_duplicates, row_hashes
-from drafter_contracts.checks.view import RowView
+from drafter_contracts.dataset.row_view import RowView
 from drafter_contracts.contract import builtin_contracts
 from drafter_testkit.content_mutants import CONTENT_MUTANTS
 from helpers import run_inprocess

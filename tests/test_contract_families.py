@@ -60,9 +60,9 @@ def test_no_core_module_imports_a_family() -> None:
 
 def test_core_files_name_no_family() -> None:
     """The core's option, engine, plugin, contract-loader and report modules say nothing of a family."""
-    core = ["options.py", "option_checks.py", "plugin.py", "engine.py", "controller.py", "contract/file.py",
+    core = ["run/options.py", "run/option_checks.py", "run/plugin.py", "engine.py", "run/controller.py", "contract/file.py",
             "checks/registry.py", "checks/declare.py", "report/summary.py", "report/html.py", "report/reducer.py",
-            "init_contract.py", "__main__.py"]
+            "cli/init.py", "cli/main.py"]
     for rel in core:
         text = (SRC / rel).read_text()
         for word in ("hidden_states", "hidden-states", "HiddenRun", "hidden.", "draftvocab", "vocab_mapping", "d2t"):
@@ -167,8 +167,8 @@ def _run(pkg: Path, cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess,
 def test_a_family_added_to_the_package_runs_without_a_core_change(package_with_a_new_family, clean_dataset,
                                                                   tmp_path) -> None:
     pkg = package_with_a_new_family
-    for rel in ("options.py", "option_checks.py", "plugin.py", "engine.py", "contract/file.py", "checks/registry.py",
-                "checks/declare.py", "report/summary.py", "init_contract.py", "__main__.py"):
+    for rel in ("run/options.py", "run/option_checks.py", "run/plugin.py", "engine.py", "contract/file.py", "checks/registry.py",
+                "checks/declare.py", "report/summary.py", "cli/init.py", "cli/main.py"):
         assert (pkg / "drafter_contracts" / rel).read_bytes() == (SRC / rel).read_bytes()
     data = f"--dataset-path={clean_dataset}", "--tokenizer=builtin:qwen3.6"
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drafter_contracts.__main__ import main
+from drafter_contracts.cli.main import main
 from drafter_contracts.checks.convention_losses import losses_verdict
 from drafter_contracts.contract.mask_rules import separator_tokens, tool_call_separator_tokens
 from drafter_contracts.contract import MaskPolicy, builtin_contracts, load_contract, parse_mask_overrides
 from drafter_contracts.contract.presets import KEY_ORDER, PRESETS
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_contracts.engine import ROW_CHECKS, Engine
 from drafter_contracts.errors import UsageProblem
 from drafter_contracts.spans.labels import Labels, Role

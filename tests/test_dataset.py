@@ -8,7 +8,8 @@ import datasets
 import numpy as np
 import pytest
 
-from drafter_contracts.dataset import Shard, open_dataset, plan_shards
+from drafter_contracts.dataset.reader import open_dataset, plan_shards
+from drafter_contracts.dataset.columns import Shard
 from drafter_contracts.errors import UsageProblem
 
 

@@ -15,9 +15,10 @@ import pytest
 
 from drafter_contracts.checks.drift import (REASON, VerifiedSegments, check_tokenizer_drift, global_sample, rows_per_shard,
                                            sample_rows, within_budget)
-from drafter_contracts.dataset import Shard
-from drafter_contracts.checks.view import RowView
-from drafter_contracts.dataset import Shard, ShardArrays
+from drafter_contracts.dataset.columns import Shard
+from drafter_contracts.dataset.row_view import RowView
+from drafter_contracts.dataset.columns import Shard
+from drafter_contracts.dataset.layout_rows import ShardArrays
 from drafter_contracts.engine import Engine
 from drafter_testkit.content_mutants import drift_retokenized, fewer_merges_tokenizer_dir
 from drafter_testkit.generate import IM_END_ID, IM_START_ID, load_tokenizer, render_row
@@ -216,7 +217,7 @@ def test_sample_rows_zero_skips_with_reason(pytester, clean_dataset, tokenizer_d
 
 def test_engine_special_ids_are_the_added_tokens(clean_dataset, vocab):
     from drafter_contracts.contract import builtin_contracts, load_contract
-    from drafter_contracts.dataset import open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
 
     eng = Engine(open_dataset(clean_dataset), load_contract(builtin_contracts()["qwen3.6-dflash"]), vocab)
     assert eng.special_ids.sum() == 33 and eng.special_ids[IM_START_ID] and eng.special_ids[IM_END_ID]

@@ -8,7 +8,7 @@ import numpy as np
 from datasets import Dataset
 
 from drafter_contracts.checks.content import exact_groups, repeated_hash_groups, row_hashes
-from drafter_contracts.checks.view import RowView
+from drafter_contracts.dataset.row_view import RowView
 
 
 def thue_morse(n: int) -> np.ndarray:

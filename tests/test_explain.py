@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from drafter_contracts.contract import builtin_contracts, load_contract
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_contracts.engine import Engine
 from drafter_contracts.report.explain import explain_violation, format_failure, offending_tokens
 from drafter_contracts.spans.excerpt import BEFORE, MAX_SPANS, excerpt, offending_runs, render_segments, window

@@ -92,7 +92,7 @@ def test_a_contract_file_requires_more(pytester: pytest.Pytester, clean_dataset:
 
 def test_a_required_contract_skipped_during_the_run_is_not_green() -> None:
     """The controller's last guard: a required contract whose verdict is skip turns exit 0 into 1."""
-    from drafter_contracts.controller import not_checked_clause
+    from drafter_contracts.run.controller import not_checked_clause
 
     clause = not_checked_clause({"required": {"mask_on_assistant_spans": "no shard"}, "turned_off": {}})
     assert clause == "; REQUIRED BUT NOT CHECKED: mask_on_assistant_spans"
@@ -110,7 +110,7 @@ def test_the_gate_requires_every_contract_that_reads_tokens() -> None:
 
 
 def test_init_finds_the_tokenizer_beside_the_dataset(clean_dataset: Path, tokenizer_dir: Path, tmp_path: Path) -> None:
-    from drafter_contracts.init_contract import run_init
+    from drafter_contracts.cli.init import run_init
 
     data = tmp_path / "q36" / "tokenized"
     shutil.copytree(clean_dataset, data)

@@ -19,7 +19,8 @@ import pytest
 from helpers import NEEDS_A_FILE
 from drafter_contracts.contract.mask_rules import disallowed_supervision
 from drafter_contracts.contract import MaskPolicy
-from drafter_contracts.dataset import Shard, open_dataset
+from drafter_contracts.dataset.reader import open_dataset
+from drafter_contracts.dataset.columns import Shard
 from drafter_contracts.engine import CONTENT_CHECKS
 from drafter_testkit.families import (ALL_FAMILIES, MUTANT_KINDS, family_dataset_dir,
                                                  family_mutant_dataset_dir, family_tokenizer_dir,
@@ -32,7 +33,7 @@ from drafter_contracts.spans.learn.derive import DerivationFailed, derive_profil
 from drafter_contracts.spans.labels import Role
 from drafter_contracts.spans.profile import CompiledProfile
 from drafter_contracts.spans.learn.resolve import choose_profile, make_oracle
-from drafter_contracts.vocab import Vocabulary, load_vocabulary
+from drafter_contracts.tokenizer.vocabulary import Vocabulary, load_vocabulary
 
 ROWS = 400
 #: Where a derived profile reads more header than the built-in (both label every

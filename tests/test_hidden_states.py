@@ -203,7 +203,7 @@ def speculators_verdicts(clean: Path, fp8: Path, tmp_path_factory) -> tuple[dict
 
 def _suite_rows(folder: Path, dataset: Path, dtype: str, kinds: tuple[str, ...]) -> set[int]:
     """Rows the per-file contracts flag (small shards, so every flagged row is among the examples)."""
-    from drafter_contracts.dataset import open_dataset, plan_shards
+    from drafter_contracts.dataset.reader import open_dataset, plan_shards
 
     data = open_dataset(dataset)
     run = HiddenRun(folder, data, HiddenPolicy(config=str(H.model_dir() / "config.json"), dtype=dtype))

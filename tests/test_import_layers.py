@@ -14,7 +14,7 @@ so a new one fails the test and a removed one must leave the list too.
 * **String imports** (:func:`string_imports`), where the string is a whole literal naming an
   existing module of the package, absolute (``"drafter_contracts.x.y"``): the first argument of
   ``import_module`` / ``importlib.import_module`` / ``__import__`` (a literal, or a name the module
-  binds to one, as ``options.PLUGIN``); every string of a list, tuple or set literal whose strings
+  binds to one, as ``run.options.PLUGIN``); every string of a list, tuple or set literal whose strings
   all name modules of the package (a module list the code imports: ``registry.CORE_MODULES``, a
   family's ``contract_modules``); the string after ``"-p"`` in such a literal, and
   ``pytest_plugins``. Nothing else: a docstring, an error message or a single string kept as a
@@ -50,18 +50,16 @@ PYPROJECT = SRC.parents[1] / "pyproject.toml"
 
 #: Bottom up. A module belongs to the layer of its longest matching prefix (relative to the package).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "results", "paths", "allocator", "hypothesis_settings", "wire", "contract_families", "option_values",
-              "toml_text", "decoded_rows", "table_fields")),
-    ("data", ("dataset", "columns", "layouts", "layout_rows", "source_files", "vocab", "kernels", "kernels_numpy",
-              "kernel_codes", "tokenizer_source", "builtin_tokenizer", "trl_templates", "checks.view")),
+    ("base", ("errors", "results", "paths", "hypothesis_settings", "contract_families", "option_values", "toml_text",
+              "decoded_rows", "table_fields")),
+    ("data", ("dataset", "tokenizer", "kernels")),
     ("spans", ("spans",)),
     ("policy", ("contract",)),
-    ("checks", ("checks", "integrity", "draftvocab", "hidden", "completeness", "maskers", "strategies")),
+    ("checks", ("checks", "draftvocab", "hidden", "maskers", "strategies")),
     ("engine", ("engine",)),
     ("report", ("report",)),
     # the two pytest suites the plugin runs: contracts/ (the dataset's) and properties/ (a masker's)
-    ("entry", ("controller", "plugin", "suite", "options", "option_checks", "option_help", "workers", "__main__",
-               "init_contract", "demo", "contracts", "properties", "__init__")),
+    ("entry", ("run", "cli", "demo", "contracts", "properties", "__main__", "__init__")),
 )
 
 #: (importing module, imported module) -> what the upward import reaches for.
@@ -119,7 +117,7 @@ IMPORTERS = frozenset({"import_module", "__import__"})
 
 
 def _constants(tree: ast.Module) -> dict[str, str]:
-    """The module-level names bound to one string literal (``PLUGIN = "drafter_contracts.plugin"``)."""
+    """The module-level names bound to one string literal (``PLUGIN = "drafter_contracts.run.plugin"``)."""
     out = {}
     for node in tree.body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
@@ -330,27 +328,27 @@ def test_string_imports_count_and_mentions_do_not() -> None:
     """Literal names passed to an import or listed as modules count; a docstring, a message, a single kept
     place (``after=``), a list mixing other strings and an f-string do not."""
     source = ('"""See drafter_contracts.engine."""\nfrom importlib import import_module\nimport importlib\n'
-              'PLUGIN = "drafter_contracts.plugin"\n'
-              'MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.rows")\n'
+              'PLUGIN = "drafter_contracts.run.plugin"\n'
+              'MODULES = ("drafter_contracts.checks.integrity", "drafter_contracts.checks.rows")\n'
               'def f(name):\n'
               '    import_module(PLUGIN)\n'
               '    importlib.import_module("drafter_contracts.report.html")\n'
               '    __import__("drafter_contracts.errors")\n'
-              '    args = ["-p", "drafter_contracts.controller", "-p", "no:cacheprovider"]\n'
+              '    args = ["-p", "drafter_contracts.run.controller", "-p", "no:cacheprovider"]\n'
               '    F(contract_modules=("drafter_contracts.hidden.contracts",),\n'
               '      after="drafter_contracts.checks.drift")\n'
-              '    raise ValueError("drafter_contracts.suite failed")\n'
+              '    raise ValueError("drafter_contracts.run.worker failed")\n'
               '    import_module(f"drafter_contracts.{name}.family")\n'
-              '    return ("drafter_contracts.wire", "not a module")\n'
-              'pytest_plugins = ["drafter_contracts.workers"]\n')
+              '    return ("drafter_contracts.run.wire", "not a module")\n'
+              'pytest_plugins = ["drafter_contracts.run.worker_count"]\n')
     found = {name.removeprefix("drafter_contracts.") for _, name in string_imports(source)}
-    assert found == {"plugin", "integrity", "checks.rows", "report.html", "errors", "controller",
-                     "hidden.contracts", "workers"}
+    assert found == {"run.plugin", "checks.integrity", "checks.rows", "report.html", "errors", "run.controller",
+                     "hidden.contracts", "run.worker_count"}
 
 
 def test_string_imports_are_held_to_the_layers() -> None:
     """A module list in the checks layer naming a report module is an upward import like a statement."""
-    source = 'CORE_MODULES = ("drafter_contracts.integrity", "drafter_contracts.report.html")\n'
+    source = 'CORE_MODULES = ("drafter_contracts.checks.integrity", "drafter_contracts.report.html")\n'
     assert upward("checks.registry", string_imports(source)) == [(1, "report.html")]
 
 
@@ -429,11 +427,11 @@ def test_the_entry_points_are_in_the_entry_layer() -> None:
         assert _is_module(module) and LAYERS[layer_of(module.removeprefix("drafter_contracts."))][0] == "entry", target
 
 
-@pytest.mark.parametrize("module", ["errors", "spans.generic", "contract.mask_rules", "checks.view", "report.html",
-                                    "plugin", "hidden.checks"])
+@pytest.mark.parametrize("module", ["errors", "spans.generic", "contract.mask_rules", "dataset.row_view",
+                                    "report.html", "run.plugin", "hidden.checks"])
 def test_layer_map_places_modules_by_their_longest_prefix(module: str) -> None:
-    expected = {"errors": "base", "spans.generic": "spans", "contract.mask_rules": "policy", "checks.view": "data",
-                "report.html": "report", "plugin": "entry", "hidden.checks": "checks"}[module]
+    expected = {"errors": "base", "spans.generic": "spans", "contract.mask_rules": "policy", "dataset.row_view": "data",
+                "report.html": "report", "run.plugin": "entry", "hidden.checks": "checks"}[module]
     assert LAYERS[layer_of(module)][0] == expected
 
 
@@ -442,9 +440,9 @@ def test_the_engine_satisfies_the_protocols_contracts_are_annotated_with(clean_d
     real shard's work must hold every member the protocols declare."""
     from drafter_contracts.checks.protocols import ContractEngine, ShardData
     from drafter_contracts.contract import builtin_contracts, load_contract
-    from drafter_contracts.dataset import open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
     from drafter_contracts.engine import Engine
-    from drafter_contracts.vocab import load_vocabulary
+    from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
     engine = Engine(open_dataset(clean_dataset), load_contract(builtin_contracts()["generic"]),
                     load_vocabulary(str(tokenizer_dir)))

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from drafter_contracts.__main__ import main
+from drafter_contracts.cli.main import main
 from drafter_contracts.contract import load_contract
-from drafter_contracts.init_contract import Observed, render_contract
+from drafter_contracts.cli.init import Observed, render_contract
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_init_without_a_tokenizer_pins_types_and_lengths(tmp_path):
     out = tmp_path / "c.toml"
     assert main(["init", str(folder), "-o", str(out)]) == 0
     c = load_contract(out)
-    from drafter_contracts.dataset import open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
 
     assert dict(c.columns) == open_dataset(folder).column_types()  # as found (datasets makes input_ids int32)
     assert c.columns["loss_mask"] == "list<int64>"

@@ -1,4 +1,4 @@
-"""integrity.py as pure functions: offsets located to their first bad row, Arrow's validation per
+"""checks/integrity.py as pure functions: offsets located to their first bad row, Arrow's validation per
 column, the metadata datasets reads, and what a damaged batch keeps every other contract from."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_testkit.corruption import dataset_info_features, small_dataset_dir
-from drafter_contracts.integrity import (Defect, Integrity, _check_metadata_with_datasets, check_batch, check_metadata,
+from drafter_contracts.checks.integrity import (Defect, Integrity, _check_metadata_with_datasets, check_batch, check_metadata,
                                          first_bad_offset, scan_tables)
 
 

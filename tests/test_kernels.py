@@ -8,12 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from drafter_contracts import kernels
+from drafter_contracts.kernels import compiled as kernels
 from drafter_contracts.checks import content
 from drafter_contracts.checks.content import ReplyTables, row_hashes
 from drafter_contracts.checks.rows import check_ids_known
-from drafter_contracts.dataset import Shard, ShardArrays
-from drafter_contracts.checks.view import RowView, mask_prefix_reference
+from drafter_contracts.dataset.columns import Shard
+from drafter_contracts.dataset.layout_rows import ShardArrays
+from drafter_contracts.dataset.row_view import RowView, mask_prefix_reference
 from drafter_contracts.engine import profile_stats, token_pass
 from drafter_contracts.checks import stats as profile
 from drafter_contracts.checks.stats import DENSE_COUNT_LIMIT, sparse_counts
@@ -22,19 +23,19 @@ from drafter_contracts.spans.labels import Labels, Role, TurnProblem
 
 def test_codes_mirror_the_enums():
     """The C files compile role and problem codes as plain ints: each must equal its enum member
-    (kernel_codes.py's mirror of _kernels.c, and _labeller.c's own enums, read from its source)."""
+    (kernels/codes.py's mirror of kernels/_kernels.c, and kernels/_labeller.c's own enums, read from its source)."""
     import re
     from pathlib import Path
 
-    from drafter_contracts import kernel_codes
+    from drafter_contracts.kernels import codes as kernel_codes
 
     assert kernel_codes.ASSISTANT_END == Role.ASSISTANT_END
-    source = (Path(__file__).resolve().parents[1] / "src" / "drafter_contracts" / "_labeller.c").read_text()
+    source = (Path(__file__).resolve().parents[1] / "src" / "drafter_contracts" / "kernels/_labeller.c").read_text()
     found = re.findall(r"\b([LP])_([A-Z_]+) = (\d+)", source)
     assert {prefix for prefix, _, _ in found} == {"L", "P"} and len(found) >= 15, found
     for prefix, name, code in found:
         enum = Role if prefix == "L" else TurnProblem
-        assert enum[name] == int(code), f"{prefix}_{name} = {code} in _labeller.c, {enum.__name__}.{name} = {int(enum[name])}"
+        assert enum[name] == int(code), f"{prefix}_{name} = {code} in kernels/_labeller.c, {enum.__name__}.{name} = {int(enum[name])}"
 
 
 @given(hnp.arrays(np.int64, st.integers(0, 400), elements=st.integers(-3, 70)), st.randoms(use_true_random=False),

@@ -1,7 +1,7 @@
 """No compiler, no problem: the numpy references behind every kernel wrapper give the compiled loops' results.
 
-``setup.py`` builds ``_kernels.c`` as an optional extension; without the library (or with
-``DRAFTER_CONTRACTS_KERNELS=numpy``) each wrapper in ``kernels.py`` runs ``kernels_numpy``.
+``setup.py`` builds ``kernels/_kernels.c`` as an optional extension; without the library (or with
+``DRAFTER_CONTRACTS_KERNELS=numpy``) each wrapper in ``kernels/compiled.py`` runs ``kernels/numpy_loops.py``.
 Here every kernel is run both ways on the same drawn inputs and compared output by output,
 the whole suite gives the same summary both ways, a real process says in one line that it
 runs the references, and a build without a working compiler still installs.
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drafter_contracts import kernels
+from drafter_contracts.kernels import compiled as kernels
 from drafter_contracts.checks import content
 from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.spans.labels import Role
@@ -185,14 +185,15 @@ def test_an_install_without_a_working_compiler_succeeds_and_runs_the_references(
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v",
                            "-w", str(tmp_path / "wheel"), str(src)], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert 'building extension "drafter_contracts._kernels" failed' in proc.stdout + proc.stderr
+    assert 'building extension "drafter_contracts.kernels._kernels" failed' in proc.stdout + proc.stderr
     wheel, = (tmp_path / "wheel").glob("*.whl")
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=300)
-    assert not list((target / "drafter_contracts").glob("_kernels*.so"))
+    assert not list((target / "drafter_contracts" / "kernels").glob("_kernels*.so"))
     probe = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                            "from drafter_contracts import kernels; print(kernels.__file__); print(kernels.fallback_warning())",
+                            "from drafter_contracts.kernels import compiled as kernels; print(kernels.__file__); "
+                            "print(kernels.fallback_warning())",
                             str(target)], capture_output=True, text=True, timeout=120, env=env)
     where, warning = probe.stdout.splitlines()[:2]
     assert where.startswith(str(target)) and "were not built" in warning and "numpy reference loops" in warning

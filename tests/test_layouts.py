@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from drafter_contracts.columns import ListColumn
+from drafter_contracts.dataset.columns import ListColumn
 from drafter_contracts.demo.dataset import save_table
-from drafter_contracts.layout_rows import token_mask
+from drafter_contracts.dataset.layout_rows import token_mask
 from drafter_contracts.paths import cache_root
 from drafter_testkit.layouts import BAD_LABEL, HOLE, LAYOUTS, PADDING_LOSS, TWO_LISTS, layouts_dir
 from drafter_testkit.schema import validate_summary
@@ -74,7 +74,8 @@ OWN = {"labels": {"labels_match_ids"}, "modelopt": {"labels_match_ids"}, "parque
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_each_layout_reads_as_the_speculators_rows(layouts: Path, name: str) -> None:
     """The engine's arrays of every layout equal the base's: ids, the token-level mask, row by row."""
-    from drafter_contracts.dataset import Shard, open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
+    from drafter_contracts.dataset.columns import Shard
 
     base = open_dataset(layouts / "speculators")
     got = open_dataset(layouts / name / LAYOUTS[name][2])
@@ -98,7 +99,7 @@ def test_shifted_labels_train_the_next_token() -> None:
 
 
 def test_parquet_folders_are_never_written_and_name_their_files(layouts: Path) -> None:
-    from drafter_contracts.dataset import open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
 
     folder = layouts / "parquet_folder"
     before = sorted((p.relative_to(folder).as_posix(), p.stat().st_mtime_ns) for p in folder.rglob("*"))
@@ -212,7 +213,7 @@ def test_init_pins_the_layouts_columns(pytester: pytest.Pytester, layouts: Path,
     its own layout and fails another's schema."""
     from datasets import load_from_disk
 
-    from drafter_contracts.init_contract import run_init
+    from drafter_contracts.cli.init import run_init
 
     leak = int((layouts / "leak.txt").read_text())
     for name, pinned in (("modelopt", 'labels = "list<int64>"'), ("specforge", 'input_ids = "list<list<int64>>"')):
@@ -231,7 +232,7 @@ def test_init_pins_the_layouts_columns(pytester: pytest.Pytester, layouts: Path,
 def test_hub_style_splits_are_chosen_like_a_dataset_dict(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from drafter_contracts.dataset import open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
     from drafter_contracts.errors import UsageProblem
 
     (tmp_path / "data").mkdir()

@@ -19,7 +19,7 @@ import pytest
 
 from drafter_contracts.contract.mask_shift import EARLY, LATE, SHIFT_TEXT, mask_shift_of, shifted_rows
 from drafter_contracts.contract import builtin_contracts, load_contract
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_contracts.engine import Engine
 from drafter_testkit.generate import save_table
 from drafter_testkit.mutants import MUTANTS, _read
@@ -152,7 +152,7 @@ def test_auto_convention_fails_a_shifted_dataset_naming_the_shift(shifted_right,
 
 
 def test_init_refuses_a_shifted_dataset_in_one_line(shifted_right, tokenizer_dir, tmp_path):
-    from drafter_contracts.init_contract import NotKnownGood, run_init
+    from drafter_contracts.cli.init import NotKnownGood, run_init
 
     with pytest.raises(NotKnownGood) as refused:
         run_init(str(shifted_right), str(tmp_path / "contract.toml"), str(tokenizer_dir))

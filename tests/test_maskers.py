@@ -173,7 +173,7 @@ def test_hf_takes_trls_tagged_copy_of_a_trl_template(tokenizer) -> None:
     any other untagged template is one usage line."""
     import copy
 
-    from drafter_contracts.trl_templates import vendor_template
+    from drafter_contracts.tokenizer.trl_templates import vendor_template
 
     tok = copy.copy(tokenizer)
     tok.chat_template = vendor_template("qwen3_6")

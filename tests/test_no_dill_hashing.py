@@ -45,7 +45,7 @@ def test_the_test_kit_writers(no_dill_hashing: None, tmp_path: Path) -> None:
     write_rows(ROWS, tmp_path / "cast", cast=True)
     write_rows(ROWS, tmp_path / "long", cast=False)
     tiny_dataset(tmp_path / "tiny")
-    from drafter_contracts.dataset import open_dataset
+    from drafter_contracts.dataset.reader import open_dataset
 
     assert open_dataset(tmp_path / "cast").column_types()["input_ids"] == "list<int32>"
     assert open_dataset(tmp_path / "long").column_types()["loss_mask"] == "list<int64>"

@@ -16,14 +16,14 @@ import pytest
 from drafter_contracts.contract.mask_rules import follows_tool_output, prompt_windows
 from drafter_contracts.spans.turns import MaskFacts, assistant_turns
 from drafter_contracts.contract import MaskPolicy, builtin_contracts, load_contract, parse_mask_overrides
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_contracts.engine import ROW_CHECKS, Engine
 from drafter_contracts.errors import UsageProblem
 from drafter_testkit import policy_mutants as pm
 from drafter_testkit.mutants import role_ids, turns
 from drafter_testkit.producers import CONVENTIONS, convention_dataset_dir, convention_rows, template_for
 from drafter_contracts.spans.labels import Role
-from drafter_contracts.vocab import Vocabulary
+from drafter_contracts.tokenizer.vocabulary import Vocabulary
 
 MAX_LEN = 2048  # below the fixture's longest conversations, so every convention has rows cut at max_len
 N_CONVERSATIONS = 300

@@ -54,9 +54,9 @@ def scratch_registry(monkeypatch):
 def test_a_module_imported_afresh_replaces_its_contracts(scratch_registry, monkeypatch):
     """pytester's in-process runs drop the modules a run imported; the next run imports them again."""
     before = names()
-    old = import_module("drafter_contracts.completeness")
-    monkeypatch.delitem(sys.modules, "drafter_contracts.completeness")
-    fresh = import_module("drafter_contracts.completeness")
+    old = import_module("drafter_contracts.checks.completeness")
+    monkeypatch.delitem(sys.modules, "drafter_contracts.checks.completeness")
+    fresh = import_module("drafter_contracts.checks.completeness")
     assert fresh is not old
     assert names() == before  # same contracts, same report order
     assert spec(old.SHARDS_CHECK) is not None and spec(old.SHARDS_CHECK).reduce is not None

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from drafter_contracts.contract import load_contract, resolve_contract_path
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_contracts.engine import DATASET_CHECKS, GLOBAL_CHECKS, Engine
 from drafter_testkit.mutants import MUTANTS
 from drafter_contracts.report.html import render_segments
@@ -182,7 +182,7 @@ def test_profile_from_summaries_equals_profile_from_shards(clean_run):
 
 
 def test_the_verdict_line_names_the_most_severe_reason_of_the_failing_contracts():
-    from drafter_contracts.controller import worst_reason
+    from drafter_contracts.run.controller import worst_reason
 
     checks = {
         "mask_on_assistant_spans": {"verdict": "fail", "by_reason": {"assistant end-of-turn token supervised": 189,

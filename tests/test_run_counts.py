@@ -108,5 +108,5 @@ def test_help_lists_every_builtin_from_its_registry(tmp_path: Path) -> None:
 
 def test_the_entry_point_stays_light() -> None:
     """The listings are read when help is printed: importing the entry point imports no numpy."""
-    code = "import sys, drafter_contracts.options; print('numpy' in sys.modules)"
+    code = "import sys, drafter_contracts.run.options; print('numpy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -4,7 +4,7 @@ template feature labels as its templates mean.
 Profiles come from the built-in families resolved against tokenizers made of the Qwen3.6
 BPE plus each family's special tokens; rows are random sequences of their marker ids,
 newline runs and words. The two implementations (vectorized running maxima in
-``generic.label``; one sequential pass in ``_labeller.c``) share no code, so agreement on
+``generic.label``; one sequential pass in ``kernels/_labeller.c``) share no code, so agreement on
 every drawn row pins both to the same rules. Hand-written rows pin the rules themselves.
 """
 
@@ -20,7 +20,7 @@ from drafter_contracts.spans import generic, kernel
 from drafter_contracts.spans.learn.builtin import builtin_profile
 from drafter_contracts.spans.labels import Role, TurnProblem
 from drafter_contracts.spans.profile import CompiledProfile, Header, SubSpan, TemplateProfile
-from drafter_contracts.vocab import load_vocabulary
+from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
 R, P = Role, TurnProblem
 FAMILIES = ("chatml", "llama3", "mistral", "deepseek", "phi4", "gemma")

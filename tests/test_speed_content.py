@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from drafter_contracts.checks import content
 from drafter_contracts.checks.content import ReplyTables, find_duplicates, row_hashes
-from drafter_contracts.checks.view import RowView, in_table
+from drafter_contracts.dataset.row_view import RowView, in_table
 from drafter_contracts.contract import load_contract, resolve_contract_path
-from drafter_contracts.dataset import Shard, ShardArrays
+from drafter_contracts.dataset.columns import Shard
+from drafter_contracts.dataset.layout_rows import ShardArrays
 from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.spans.labels import ASSISTANT_PARTS, Labels, Role
 from drafter_contracts.spans.turns import turns_of

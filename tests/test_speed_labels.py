@@ -1,6 +1,6 @@
 """The fast labeller, turn numbering and mask checks against the formulations they replaced.
 
-The compiled labeller (``_labeller.c``, through ``SpanOracle.label``) applies the rules token by
+The compiled labeller (``kernels/_labeller.c``, through ``SpanOracle.label``) applies the rules token by
 token with shortcuts through runs of ordinary tokens, header tokens and the token after an end,
 and the mask checks read turn facts at failing positions only; these property tests hold them to
 the formulations they stand for (the numpy labeller ``generic.label``, and the per-token
@@ -23,7 +23,7 @@ from drafter_contracts.contract import mask_rules
 from drafter_contracts.checks import spans
 from drafter_contracts.contract import mask_reasons as reasons
 from drafter_contracts.contract.mask_shift import mask_shift_of, no_shift
-from drafter_contracts.checks.view import RowView
+from drafter_contracts.dataset.row_view import RowView
 from drafter_contracts.contract import MaskPolicy
 from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.results import first_per_row, multi_reason_result, row_result

@@ -9,7 +9,7 @@ from hypothesis.extra import numpy as hnp
 from test_speed_labels import _soup  # marker soups with every structural problem
 
 from drafter_contracts.checks.content import role_runs
-from drafter_contracts.checks.view import mask_prefix, mask_prefix_reference
+from drafter_contracts.dataset.row_view import mask_prefix, mask_prefix_reference
 from drafter_contracts.hypothesis_settings import examples
 from drafter_contracts.checks.stats import run_counts
 from drafter_contracts.spans.labels import Role

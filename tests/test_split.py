@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drafter_contracts.dataset import Shard, open_dataset, plan_shards, shard_groups
+from drafter_contracts.dataset.reader import open_dataset, plan_shards, shard_groups
+from drafter_contracts.dataset.columns import Shard
 from drafter_contracts.errors import UsageProblem
 from drafter_contracts.option_values import parse_split
 

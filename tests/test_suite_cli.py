@@ -293,7 +293,7 @@ def test_a_check_needs_neither_torch_nor_trl(tmp_path):
 
     import torch
 
-    from drafter_contracts.builtin_tokenizer import builtin_tokenizer_dir
+    from drafter_contracts.tokenizer.builtin import builtin_tokenizer_dir
     from drafter_contracts.demo.dataset import demo_dataset_dir
 
     data, tokenizer = demo_dataset_dir(), builtin_tokenizer_dir()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from drafter_contracts.checks.token_freq import compare, load_token_freq, supervised_histogram
-from drafter_contracts.dataset import open_dataset
+from drafter_contracts.dataset.reader import open_dataset
 from drafter_testkit.content_mutants import token_freq_stale, write_token_freq
 
 
@@ -34,7 +34,7 @@ def test_histogram_matches_a_per_row_count(with_fresh_file):
     from datasets import load_from_disk
 
     ds = open_dataset(with_fresh_file)
-    from drafter_contracts.dataset import plan_shards
+    from drafter_contracts.dataset.reader import plan_shards
 
     hist = supervised_histogram(ds.read(s) for s in plan_shards(ds.num_rows, 300))
     rows = load_from_disk(str(with_fresh_file))

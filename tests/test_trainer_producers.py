@@ -128,7 +128,7 @@ def test_rows_json_lists_the_defects_by_kind() -> None:
 def test_suite_on_native_dataset(pytester: Any, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """The suite reads the layout, passes the clean rows and names every leaking row by mask_on_assistant_spans."""
     from drafter_contracts import results
-    from drafter_contracts.builtin_tokenizer import builtin_tokenizer_dir
+    from drafter_contracts.tokenizer.builtin import builtin_tokenizer_dir
 
     doc = _built(name)
     monkeypatch.setattr(results, "MAX_EXAMPLES", 1 << 30)  # every violating row named, not the first few
@@ -182,7 +182,7 @@ def test_native_and_converted_copies_agree(pytester: Any, monkeypatch: pytest.Mo
                                            name: str) -> None:
     """Read in place, the rows get the verdicts, reasons and rows that a hand-converted speculators copy gets."""
     from drafter_contracts import results
-    from drafter_contracts.builtin_tokenizer import builtin_tokenizer_dir
+    from drafter_contracts.tokenizer.builtin import builtin_tokenizer_dir
 
     monkeypatch.setattr(results, "MAX_EXAMPLES", 1 << 30)
     tokenizer = f"--tokenizer={builtin_tokenizer_dir()}"
@@ -213,9 +213,9 @@ def test_init_learns_the_trainer_s_convention(pytester: Any, monkeypatch: pytest
     from datasets import load_from_disk
 
     from drafter_contracts import results
-    from drafter_contracts.builtin_tokenizer import builtin_tokenizer_dir
+    from drafter_contracts.tokenizer.builtin import builtin_tokenizer_dir
     from drafter_contracts.demo.dataset import save_table
-    from drafter_contracts.init_contract import run_init
+    from drafter_contracts.cli.init import run_init
 
     monkeypatch.setattr(results, "MAX_EXAMPLES", 1 << 30)
     doc, tokenizer = _built(name), str(builtin_tokenizer_dir())

@@ -61,19 +61,19 @@ def test_usage_error_in_a_real_process(cases, name):
 
 def test_the_entry_point_imports_nothing_heavy():
     """pytest loads the entry point in every run of the environment: it must cost almost nothing."""
-    code = ("import sys, drafter_contracts.options as o; "
+    code = ("import sys, drafter_contracts.run.options as o; "
             "print(sorted(m for m in ('numpy', 'pyarrow', 'torch', 'transformers', 'datasets', 'hypothesis', "
-            "'drafter_contracts.plugin', 'drafter_contracts.engine') if m in sys.modules))")
+            "'drafter_contracts.run.plugin', 'drafter_contracts.engine') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
 def test_an_unrelated_run_does_not_load_the_plugin(pytester):
-    pytester.makepyfile(test_other="import sys\ndef test_other():\n    assert 'drafter_contracts.plugin' not in sys.modules "
+    pytester.makepyfile(test_other="import sys\ndef test_other():\n    assert 'drafter_contracts.run.plugin' not in sys.modules "
                                    "or True\n")
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     assert result.ret == 0
-    assert pytester.parseconfig().pluginmanager.get_plugin("drafter_contracts.plugin") is None
+    assert pytester.parseconfig().pluginmanager.get_plugin("drafter_contracts.run.plugin") is None
 
 
 def test_auto_workers_never_exceed_shards(pytester, cases):
@@ -89,7 +89,7 @@ def test_auto_workers_never_exceed_shards(pytester, cases):
 
 
 def test_version_is_not_a_usage_error(capsys) -> None:
-    from drafter_contracts.__main__ import main
+    from drafter_contracts.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])

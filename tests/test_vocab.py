@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drafter_contracts.vocab import _from_file
+from drafter_contracts.tokenizer.vocabulary import _from_file
 
 
 def test_tables_match_the_tokenizer(vocab):

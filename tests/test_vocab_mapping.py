@@ -114,7 +114,7 @@ def test_without_a_mapping_each_contract_skips_with_its_reason(pytester, cases, 
 
 def test_init_pins_the_draft_vocabulary_and_its_coverage(cases, tokenizer_dir, tmp_path):
     from drafter_contracts.contract import load_contract
-    from drafter_contracts.init_contract import run_init
+    from drafter_contracts.cli.init import run_init
 
     seen, path = run_init(str(cases / "speculators_clean"), str(tmp_path / "c.toml"), str(tokenizer_dir))
     pinned = load_contract(path).families["draft_vocab"]

@@ -5,7 +5,7 @@ import pytest
 
 from drafter_contracts.report.reducer import merged_counts
 from drafter_contracts.checks.stats import sparse_counts
-from drafter_contracts.wire import WIRE_KEY, decode, encode, pack, unpack
+from drafter_contracts.run.wire import WIRE_KEY, decode, encode, pack, unpack
 
 
 def _report(when: str, props: list, outcome: str = "passed") -> pytest.TestReport:
@@ -79,7 +79,7 @@ def test_recorder_sums_id_counts_as_shards_arrive_and_once_per_shard():
 def test_a_shard_report_travels_whole():
     """What a shard's test sends: results, stats with sparse counts, row hashes; back equal, arrays as arrays."""
     from drafter_contracts.results import ShardReport
-    from drafter_contracts.wire import decode_report, encode_report
+    from drafter_contracts.run.wire import decode_report, encode_report
 
     counts = sparse_counts(np.array([4, 4, 6], dtype=np.int32))
     hashes = (np.array([10, 11], np.int64), np.array([2**63 + 5, 7], np.uint64))

@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 @dataclass(frozen=True)
 class InitHooks:
-    """What a family pins when ``drafter-contracts init`` reads a known-good dataset (``init_contract``).
+    """What a family pins when ``drafter-contracts init`` reads a known-good dataset (``cli/init.py``).
 
     Init makes one pass of the engine over the shards; a family rides on it rather than reading the
     dataset again, and writes its own table of the contract file from what it saw.

@@ -1,6 +1,6 @@
 """How many violating rows of each contract the reports decode (``--examples N``), and the bound on it.
 
-The rows are decoded where the shard is in memory (``suite.py``), so the number travels with the
+The rows are decoded where the shard is in memory (``run/worker.py``), so the number travels with the
 engine, which every worker builds from the same command line; the failing tests' text, the
 terminal's WARN excerpts and report.html then show the same rows. A result keeps the lowest
 ``results.MAX_EXAMPLES`` violating rows by index (its count stays exact): more than that cannot be

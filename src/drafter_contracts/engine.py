@@ -5,7 +5,7 @@ One pytest test per shard runs every per-row contract of the registry
 contract's ``run`` reads the shard's shared arrays, view and labels. Arrays of the
 previous shard are dropped when the next one is opened, so memory is bounded by one
 shard. Dataset-level contracts run here too (``dataset_check``); whole-dataset
-verdicts are the controller's (``controller.py``).
+verdicts are the controller's (``run/controller.py``).
 """
 
 from __future__ import annotations
@@ -21,20 +21,22 @@ import pyarrow as pa
 from .checks import content, spans
 from .checks.declare import IDS, MASK, RAW, TOKENIZER, Scope
 from .checks.registry import names, spec, specs
-from .checks.view import RowView, problem_rows, usable_view
+from .dataset.row_view import RowView, problem_rows, usable_view
 from .contract import Contract
 from .contract.mask_shift import MaskShift, mask_shift_of
-from .dataset import SavedDataset, Shard, ShardArrays, plan_shards, shard_groups
+from .dataset.reader import SavedDataset, plan_shards, shard_groups
+from .dataset.columns import Shard
+from .dataset.layout_rows import ShardArrays
 from .decoded_rows import DEFAULT_EXAMPLES
-from .layouts import column_problems as layout_column_problems
+from .dataset.layouts import column_problems as layout_column_problems
 from .errors import InvalidBuffers
 from .contract_families import family, names as family_names
-from .integrity import Integrity, file_state, scan_tables, shard_buffers_problem, state_changes
+from .checks.integrity import Integrity, file_state, scan_tables, shard_buffers_problem, state_changes
 from .checks.stats import count_buffer, drained, run_counts, seq_len_histogram, share_histogram, sparse_counts
 from .results import CheckResult
 from .spans.labels import Labels, Role
 from .spans import SpanOracle, make_oracle
-from .vocab import Vocabulary
+from .tokenizer.vocabulary import Vocabulary
 
 # Views of the registry (checks/registry.py), by the groups the reports and tests name. Contracts an
 # option asks for (``on_request``: a family's that read an input an option gives) are in them only
@@ -167,7 +169,7 @@ def token_pass(view: RowView, id_limit: int) -> TokenPass | None:
     buf = count_buffer(id_limit, len(view.ids))
     if view.mask is None or buf is None or view.offsets[0] != 0 or view.offsets[-1] != len(view.ids):
         return None
-    from .kernels import token_pass as kernel
+    from .kernels.compiled import token_pass as kernel
 
     n = len(view.ids)
     prefix = np.empty(n + 1, dtype=buf.dtype)  # the kernel takes one width for both: int32 below 2**31 tokens
@@ -227,7 +229,7 @@ class Engine:
     examples: int = DEFAULT_EXAMPLES
 
     def __post_init__(self) -> None:
-        _ = self.dataset.layout  # a layout the tool cannot read is a usage error before any work (layouts.py)
+        _ = self.dataset.layout  # a layout the tool cannot read is a usage error before any work (dataset/layouts.py)
         self.files_at_start = file_state(self.dataset.path, self.dataset.files)  # a change mid-run fails the run
         self.buffer_problems: dict[int, str] = {}  # shards whose buffers a kernel wrapper or re-check refused
         self._gates: dict[int, str | None] = {}

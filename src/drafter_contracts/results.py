@@ -49,7 +49,7 @@ class RowViolations:
         return int(len(self.rows))
 
     def to_wire(self) -> dict[str, Any]:
-        """A dict of arrays and one short list: ``wire.py`` sends the arrays as raw buffers."""
+        """A dict of arrays and one short list: ``run/wire.py`` sends the arrays as raw buffers."""
         return {"check": self.check, "rows": self.rows, "positions": self.positions, "codes": self.codes,
                 "reasons": list(self.reasons),
                 "token_ids": self.token_ids if self.token_ids is not None else np.full(len(self.rows), -1, np.int64)}
@@ -97,7 +97,7 @@ class CheckResult:
 @dataclass
 class ShardReport:
     """What one shard's test returns, whole: its contracts' results, its mergeable stats and the
-    partials of whole-dataset contracts (row hashes). ``wire.py`` encodes exactly this record;
+    partials of whole-dataset contracts (row hashes). ``run/wire.py`` encodes exactly this record;
     ``report.reducer.Reducer.add`` takes it, with or without xdist."""
 
     shard: int

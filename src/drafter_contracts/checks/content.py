@@ -16,12 +16,12 @@ from typing import Callable
 import numpy as np
 
 from ..contract import Contract
-from ..dataset import ShardArrays
+from ..dataset.layout_rows import ShardArrays
 from ..results import CheckResult, Violation, row_result
 from ..spans.labels import ASSISTANT_PARTS, Labels, Role
 from ..spans.turns import IS_TURN as _IS_TURN
 from .declare import IDS, MASK, TOKENIZER, Scope, Spec, register
-from .view import RowView, in_table
+from ..dataset.row_view import RowView, in_table
 
 
 
@@ -143,10 +143,10 @@ def _reply_lengths(view: RowView, labels: Labels, tables: ReplyTables, t_start: 
 
     The checks only ask whether a reply is a few tokens long, so each turn is read from
     its start until it has ``cap + 1`` text tokens or ends: one compiled loop over the
-    turns (:func:`drafter_contracts.kernels.reply_lengths`), which
+    turns (:func:`drafter_contracts.kernels.compiled.reply_lengths`), which
     :func:`reply_lengths_reference` states in numpy.
     """
-    from ..kernels import reply_lengths
+    from ..kernels.compiled import reply_lengths
 
     out = np.empty(len(t_start), dtype=np.int64)
     if not len(t_start):
@@ -192,7 +192,7 @@ def _text_at(view: RowView, labels: Labels, tables: ReplyTables, pos: np.ndarray
 
 
 def assistant_turns_reference(runs: RoleRuns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`drafter_contracts.kernels.assistant_turns` in numpy, kept for the tests: turns start at a
+    """:func:`drafter_contracts.kernels.compiled.assistant_turns` in numpy, kept for the tests: turns start at a
     turn-role run after a run of another role or at a row start, end before the next start or
     non-turn run, and are closed when an ASSISTANT_END run falls in them."""
     is_turn = _IS_TURN[runs.role]
@@ -279,7 +279,7 @@ def check_placeholder_replies(view: RowView, a: ShardArrays, labels: Labels, tab
     just far enough to tell a short reply from a long one; only replies of a
     placeholder's length have their content ids compared.
     """
-    from ..kernels import assistant_turns
+    from ..kernels.compiled import assistant_turns
 
     runs = runs if runs is not None else role_runs(labels.role, view.offsets)
     # each assistant turn: [first token, one past its last), and whether it was closed
@@ -389,8 +389,8 @@ def row_hashes(view: RowView, sums: np.ndarray | None = None) -> np.ndarray:
     ``H = sum_j (2 id_j + mask_j) r^j  (mod 2^64)`` over the row's positions j, for
     a fixed odd ``r``; the hash is ``mix64(H ^ mix64(length + GOLD))``, a bijection
     of ``H`` for a given length. ``H`` is one compiled pass over the shard
-    (:func:`drafter_contracts.kernels.row_hash_sums`, ~1.3 ns a token), or ``sums``
-    when a shard's worker has it from its one token pass (``kernels.token_pass``).
+    (:func:`drafter_contracts.kernels.compiled.row_hash_sums`, ~1.3 ns a token), or ``sums``
+    when a shard's worker has it from its one token pass (``kernels.compiled.token_pass``).
 
     Why equal hashes mean equal rows: two rows of one length collide iff
     ``sum_j d_j r^j = 0 (mod 2^64)`` with ``d_j = 2 (a_j - b_j) + (m_j - m'_j)``.
@@ -409,7 +409,7 @@ def row_hashes(view: RowView, sums: np.ndarray | None = None) -> np.ndarray:
     n_rows = len(view.rows)
     total = np.zeros(n_rows, dtype=np.uint64) if sums is None else sums
     if n_rows and sums is None:  # else ``H`` is given, from the shard's one token pass
-        from ..kernels import row_hash_sums
+        from ..kernels.compiled import row_hash_sums
 
         mask = view.mask
         row_hash_sums(np.ascontiguousarray(view.ids), mask if mask is not None else np.zeros(1, bool),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..contract import Contract
 
 from ..contract.file import accepted_types
-from ..layouts import DEFAULT_TYPES, Layout
+from ..dataset.layouts import DEFAULT_TYPES, Layout
 from ..results import CheckResult
 from .declare import Scope, Spec, register
 
@@ -18,8 +18,8 @@ def check_schema(column_types: dict[str, str], contract: Contract, layout: Layou
     another layout the speculators columns a contract declares are satisfied by the columns playing
     their part: ``loss_mask`` by the layout's mask source, ``seq_len`` by its derivation, and each
     column the layout reads but the contract does not name is held to the declaration of its part
-    (the types ``layouts.DEFAULT_TYPES`` accepts for labels and attention_mask); a ``[1, L]`` column
-    is accepted when its rows' type is. The trainer's source columns a layout keeps (``layouts.SOURCE_COLUMNS``,
+    (the types ``dataset.layouts.DEFAULT_TYPES`` accepts for labels and attention_mask); a ``[1, L]`` column
+    is accepted when its rows' type is. The trainer's source columns a layout keeps (``dataset.layouts.SOURCE_COLUMNS``,
     TRL's ``messages``) are not extra; any other column the layout does not read is.
     """
     parts = layout.parts() if layout is not None and not layout.plain else {}

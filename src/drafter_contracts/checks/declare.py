@@ -36,7 +36,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # for annotations only
     from ..contract import Contract
-    from ..dataset import Shard
+    from ..dataset.columns import Shard
     from .protocols import ContractEngine, ShardData
     from ..results import CheckResult
     from ..spans.labels import Labels
@@ -68,7 +68,7 @@ class Verdict:
 
 
 class WholeRun(Protocol):
-    """What a whole-dataset contract's ``reduce`` reads at the controller (``controller.ContractRun``)."""
+    """What a whole-dataset contract's ``reduce`` reads at the controller (``run.controller.ContractRun``)."""
 
     engine: "ContractEngine"
     coverage: Any  # completeness.Coverage: which shard and contract tests reported

@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from ..dataset import Shard, ShardArrays
+from ..dataset.columns import Shard
+from ..dataset.layout_rows import ShardArrays
 from ..paths import atomic_write_bytes
 from ..results import CheckResult, Violation
 from .content import mix64
 from .declare import IDS, TOKENIZER, Scope, Spec, register
-from .view import RowView, usable_view
+from ..dataset.row_view import RowView, usable_view
 
 REASON = "re-encoding with the tokenizer gives other ids"
 MAX_SHOWN_TOKENS = 12
@@ -249,7 +250,7 @@ def run_drift(e) -> CheckResult:
     readable = [s for s in e.shards if e.unreadable(s) is None]  # damaged rows are arrow_integrity's
     ordered = global_sample(readable, k, drift.seed)
     candidates = np.sort(np.concatenate(ordered)) if ordered else np.zeros(0, dtype=np.int64)
-    lengths = e.dataset.read_rows(candidates).input_ids.lengths  # rows as the engine reads them (layouts.py)
+    lengths = e.dataset.read_rows(candidates).input_ids.lengths  # rows as the engine reads them (dataset/layouts.py)
     budget = rows_per_shard(drift.sample_tokens, len(e.all_shards))
     picked = within_budget(ordered, candidates, lengths, budget)
     read = e.dataset.read_rows(picked)  # at most sample_rows rows

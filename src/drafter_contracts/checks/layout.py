@@ -1,7 +1,7 @@
 """Per-row contracts of the layout itself: what a trainer's own columns must hold for the rows the engine
 reads to be the rows the trainer trains on (docs/layouts.md).
 
-Both read the facts ``layout_rows.read_part`` left on the shard (``ShardArrays.layout``) and run only
+Both read the facts ``dataset.layout_rows.read_part`` left on the shard (``ShardArrays.layout``) and run only
 in a layout that has what they check: a speculators-layout run has neither (``Layout.lacks``), so they
 are left out of its reports, not skipped.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..layout_rows import LayoutRows, ShardArrays, label_codes, rows_of
-from ..layouts import NEEDS_FORM, NEEDS_LABELS
+from ..dataset.layout_rows import LayoutRows, ShardArrays, label_codes, rows_of
+from ..dataset.layouts import NEEDS_FORM, NEEDS_LABELS
 from ..results import CheckResult, multi_reason_result
 from .declare import RAW, Scope, Spec, register
-from .view import problem_rows
+from ..dataset.row_view import problem_rows
 
 _FORM = {1: "nested [0, L]: no inner list", 2: "nested [k, L] with k > 1: several inner lists, not [1, L]",
          3: "attention_mask length differs from input_ids",

@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ..contract import Contract
-    from ..dataset import SavedDataset, Shard, ShardArrays
+    from ..dataset.reader import SavedDataset
+    from ..dataset.columns import Shard
+    from ..dataset.layout_rows import ShardArrays
     from ..spans.labels import Labels
     from ..spans.oracle import SpanOracle
     from ..spans.turns import MaskFacts
-    from ..vocab import Vocabulary
-    from .view import RowView
+    from ..tokenizer.vocabulary import Vocabulary
+    from ..dataset.row_view import RowView
 
 
 @runtime_checkable

@@ -19,10 +19,10 @@ from .declare import Scope, Spec
 
 #: The core's modules that declare contracts, in report order (the order of summary.json and the
 #: terminal); within a module, the order of its ``register`` calls.
-CORE_MODULES = ("drafter_contracts.integrity", "drafter_contracts.checks.dataset_level",
+CORE_MODULES = ("drafter_contracts.checks.integrity", "drafter_contracts.checks.dataset_level",
                 "drafter_contracts.checks.rows", "drafter_contracts.checks.layout", "drafter_contracts.checks.spans",
                 "drafter_contracts.checks.token_freq", "drafter_contracts.checks.drift",
-                "drafter_contracts.completeness", "drafter_contracts.checks.content",
+                "drafter_contracts.checks.completeness", "drafter_contracts.checks.content",
                 "drafter_contracts.checks.convention_losses", "drafter_contracts.checks.baseline")
 
 

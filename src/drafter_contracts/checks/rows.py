@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Contract
-from ..dataset import ShardArrays
+from ..dataset.layout_rows import ShardArrays
 from ..results import CheckResult, first_per_row, row_result
 from .declare import IDS, MASK, RAW, TOKENIZER, Scope, Spec, register
-from .view import RowView, problem_rows
+from ..dataset.row_view import RowView, problem_rows
 
 
 def _whole_rows(name: str, a: ShardArrays, flags: dict[int, tuple[np.ndarray, str]]) -> CheckResult:

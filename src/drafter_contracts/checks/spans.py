@@ -11,12 +11,12 @@ from ..contract.mask_rules import SEPARATORS, disallowed_supervision, needs_turn
 from ..contract.fit import explains_more, fitting, learnt_for
 from ..contract.mask_shift import DIRECTION, SHIFT_TEXT, mask_shift_of
 from ..contract.presets import flags, keys_text
-from ..dataset import ShardArrays
+from ..dataset.layout_rows import ShardArrays
 from ..results import CheckResult, first_per_row, row_result
 from ..spans.labels import TURN_PROBLEM_TEXT, Labels, Role
 from ..spans.turns import MaskFacts, assistant_turns
 from .declare import IDS, MASK, TOKENIZER, Scope, Spec, declared, register
-from .view import RowView
+from ..dataset.row_view import RowView
 
 
 def check_turns_well_formed(view: RowView, a: ShardArrays, labels: Labels) -> CheckResult:

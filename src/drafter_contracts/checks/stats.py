@@ -45,7 +45,7 @@ def run_counts(runs: Any, prefix: np.ndarray | None, minlength: int) -> tuple[np
     prefix[start]`` (its supervised tokens, from the shard's shared ``supervised_prefix``).
     Both results are int64.
     """
-    from ..kernels import run_totals
+    from ..kernels.compiled import run_totals
 
     size = max(minlength, int(runs.role.max()) + 1 if len(runs.role) else 0)
     counts = np.zeros(size, dtype=np.int64)
@@ -80,7 +80,7 @@ def count_buffer(limit: int, n: int) -> np.ndarray | None:
 
 def drained(buf: np.ndarray) -> dict[str, np.ndarray]:
     """The non-zero entries of a count buffer as sparse counts, zeroing the buffer."""
-    from ..kernels import drain_counts
+    from ..kernels.compiled import drain_counts
 
     ids, counts = drain_counts(buf)
     return {"ids": ids, "counts": counts}

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..results import CheckResult
 from .declare import IDS, MASK, Scope, Spec, register
-from .view import usable_view
+from ..dataset.row_view import usable_view
 
 FILE_NAME = "token_freq.pt"
 TORCH_EXTRA = "pip install 'drafter-contracts[torch]'"

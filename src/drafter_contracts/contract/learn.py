@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.view import in_table
+from ..dataset.row_view import in_table
 from ..spans.labels import ROLE_NAMES, Labels, Role
 from ..spans.turns import IS_TURN, MaskFacts, turns_of
 from . import mask_rules

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..checks.view import RowView
+from ..dataset.row_view import RowView
 from ..results import CheckResult, first_per_row, multi_reason_result, row_result
 from ..spans.labels import ROLE_NAMES, Labels, Role
 from ..spans.turns import MaskFacts, turns_of

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.view import in_table
+from ..dataset.row_view import in_table
 from ..spans.labels import Labels, Role
 from ..spans.turns import IS_TURN, AssistantTurns, MaskFacts, assistant_turns, turns_of
 from .mask_policy import MaskPolicy

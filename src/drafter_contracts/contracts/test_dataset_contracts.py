@@ -13,7 +13,7 @@ engine; the logic lives in ``drafter_contracts.checks``.
 
 from drafter_contracts.checks.declare import Scope
 from drafter_contracts.checks.registry import names, spec
-from drafter_contracts.suite import check_dataset, check_rows
+from drafter_contracts.run.worker import check_dataset, check_rows
 
 
 def _dataset_test(name: str):

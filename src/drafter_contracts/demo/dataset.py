@@ -133,7 +133,7 @@ def build_demo_dataset(out_dir: Path, n_rows: int, seed: int = 0, max_len: int =
     Conversations the template rejects (it raises on some message orders) are skipped; the
     generator is asked for more until ``n_rows`` rows are written.
     """
-    from ..builtin_tokenizer import builtin_tokenizer_dir
+    from ..tokenizer.builtin import builtin_tokenizer_dir
 
     tokenizer = load_tokenizer(builtin_tokenizer_dir())
 
@@ -187,7 +187,7 @@ def demo_dataset_dir(n_rows: int = 2000, seed: int = 0) -> Path:
     Keyed by the built-in tokenizer's folder, whose name carries the template's digest: another trl
     release with another Qwen3.6 template gets a dataset of its own.
     """
-    from ..builtin_tokenizer import builtin_tokenizer_dir
+    from ..tokenizer.builtin import builtin_tokenizer_dir
 
     target = cache_root() / "datasets" / f"demo-{builtin_tokenizer_dir().name}-{n_rows}-s{seed}-{DEMO_VERSION}"
     return cached_build(target, "state.json", lambda out: build_demo_dataset(out, n_rows, seed))

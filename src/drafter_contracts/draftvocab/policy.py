@@ -1,6 +1,6 @@
 """``[vocab]`` of a contract file, and the ``--vocab-mapping`` path check: standard library only.
 
-The entry point (``options.py``) validates ``--vocab-mapping`` before any heavy import, and
+The entry point (``run/options.py``) validates ``--vocab-mapping`` before any heavy import, and
 ``contract.load_contract`` parses the table, so both live here, away from numpy and torch.
 """
 

@@ -31,7 +31,7 @@ from .verdicts import fold_prefixes
 
 if TYPE_CHECKING:
     from ..checks.protocols import ContractEngine, ShardData
-    from ..dataset import Shard
+    from ..dataset.columns import Shard
     from .run import HiddenRun
 
 _NEEDS = frozenset({IDS, NAME})

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dataset import SavedDataset, Shard
+from ..dataset.reader import SavedDataset
+from ..dataset.columns import Shard
 from ..errors import UsageProblem
 from ..results import CheckResult
 from . import checks as C
@@ -221,7 +222,7 @@ class HiddenRun:
         fingerprints travel, whatever the number of rows."""
         f = PrefixFilter()
         for lo in range(0, self.num_rows, 8192):  # ~4 MB per temporary of prefix_keys' 2,048-row blocks
-            col = self.dataset.ids(lo, min(lo + 8192, self.num_rows))  # as the engine reads them (layouts.py)
+            col = self.dataset.ids(lo, min(lo + 8192, self.num_rows))  # as the engine reads them (dataset/layouts.py)
             f.add(prefix_keys(col.values, col.offsets, lo)[2])
             self.dataset.release_pages()
         return f

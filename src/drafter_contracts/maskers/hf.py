@@ -44,7 +44,7 @@ def tagged_template_for(tokenizer: Any, chat_template: str | Path | None = None)
     own = getattr(tokenizer, "chat_template", None)
     if has_generation_tags(own):
         return own
-    from ..trl_templates import training_variant
+    from ..tokenizer.trl_templates import training_variant
 
     tagged = training_variant(own)
     if tagged is not None:

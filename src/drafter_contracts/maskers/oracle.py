@@ -26,7 +26,7 @@ from ..spans.turns import MaskFacts, turns_of
 from ..spans.excerpt import LEGEND, excerpt
 from ..spans.labels import ROLE_NAMES, Labels, Role
 from ..spans import SpanOracle, make_oracle
-from ..vocab import Vocabulary
+from ..tokenizer.vocabulary import Vocabulary
 
 
 def policy_from(values: dict[str, Any] | None, base: MaskPolicy | None = None) -> MaskPolicy:

@@ -19,7 +19,7 @@ from ..maskers.loader import load_masker
 from ..maskers.oracle import Oracle, resolve_policy, with_template
 from ..spans import make_oracle
 from .markers import TemplateMarkers, template_markers
-from ..vocab import load_vocabulary
+from ..tokenizer.vocabulary import load_vocabulary
 
 CONTEXT_KEY = pytest.StashKey["PropertyContext"]()
 SUITE_DIR = Path(__file__).resolve().parent
@@ -69,14 +69,14 @@ def _tagged_template(tokenizer: Any, explicit: str | None) -> str | None:
     own = getattr(tokenizer, "chat_template", None)
     if has_generation_tags(own):
         return own
-    from ..trl_templates import training_variant
+    from ..tokenizer.trl_templates import training_variant
 
     return training_variant(own)
 
 
 def build_context(config: pytest.Config) -> PropertyContext:
     """Everything from the options; UsageProblem on bad input."""
-    from ..option_checks import load_contract_options, run_options
+    from ..run.option_checks import load_contract_options, run_options
 
     opt = config.getoption
     opts = run_options(config)  # contract and tokenizer name, checked before this (option_checks.check_inputs)

@@ -1,6 +1,6 @@
 """The report files one summary document becomes: summary.json, each renderer's file, violations.parquet.
 
-A run (``controller.ContractRun``) and ``merge-reports`` both write through :func:`write_reports`,
+A run (``run.controller.ContractRun``) and ``merge-reports`` both write through :func:`write_reports`,
 so a new report format is a renderer (a pure function of summary.json's dict, like
 ``html.render``) and one entry of :data:`RENDERERS`. violations.parquet is no renderer: its rows
 are not in summary.json (``violations.py``), so the caller hands its table over.

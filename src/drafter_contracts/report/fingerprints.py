@@ -10,8 +10,8 @@ import hashlib
 import json
 from typing import Any
 
-from ..dataset import SavedDataset
-from ..vocab import Vocabulary
+from ..dataset.reader import SavedDataset
+from ..tokenizer.vocabulary import Vocabulary
 
 
 def _short(text: str) -> str:
@@ -34,8 +34,8 @@ def dataset_fingerprint(dataset: SavedDataset) -> dict[str, Any]:
         "files": [{"name": f.name, "bytes": f.stat().st_size} for f in dataset.files],
         "state_fingerprint": state_fp,
         "fingerprint": dataset.fingerprint(),
-        "format": dataset.source,  # save_to_disk, Parquet or JSON Lines (source_files.py)
-        "layout": dataset.detected.describe(),  # which columns were read, and how (layouts.py)
+        "format": dataset.source,  # save_to_disk, Parquet or JSON Lines (dataset/source_files.py)
+        "layout": dataset.detected.describe(),  # which columns were read, and how (dataset/layouts.py)
     }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layouts import MASK_COLUMNS
+from ..dataset.layouts import MASK_COLUMNS
 
 #: The contracts that hold the rows to the convention: when none of them runs, the line says so.
 MASK_CONTRACTS = ("mask_on_assistant_spans", "mask_covers_assistant_spans")

@@ -31,7 +31,7 @@ _REBUILT = {"schema_version", "exit_status", "figures", "profile", "checks", "sp
 
 def split_section(engine: Any) -> dict[str, Any]:
     """The ``split`` block of summary.json (a run without --split is part 1 of 1)."""
-    from ..dataset import plan_identity
+    from ..dataset.reader import plan_identity
 
     k, n = engine.split or (1, 1)
     return {

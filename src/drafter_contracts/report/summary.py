@@ -25,7 +25,7 @@ from .violations import section as violations_section
 SCHEMA_VERSION = 3
 #: A dataset-level test's (or a controller-side verdict's) one result.
 RESULT_KEY = "drafter_contracts.result"
-#: A shard's test: its whole ``ShardReport``, encoded by ``wire.encode_report``.
+#: A shard's test: its whole ``ShardReport``, encoded by ``run.wire.encode_report``.
 REPORT_KEY = "drafter_contracts.shard_report"
 #: Lines a global check explains itself with (e.g. the baseline diff), kept in summary.json.
 DETAILS_KEY = "drafter_contracts.details"
@@ -74,7 +74,7 @@ def build_summary(meta: dict[str, Any], reducer: Reducer, num_shards: int, exit_
 
     ``counts``: the shards' supervised-id counts already merged by the caller (the controller
     merges them once for token_freq too), else merged here. ``unchecked``: shards the run set
-    out to check but did not (``completeness.Coverage.unchecked``); each of ``row_checks`` is
+    out to check but did not (``checks.completeness.Coverage.unchecked``); each of ``row_checks`` is
     then ``incomplete`` unless it failed on the rows it saw. ``unreported``: dataset-level contract
     tests that sent no verdict (``Coverage.unreported``): each of those is ``incomplete`` too.
     """

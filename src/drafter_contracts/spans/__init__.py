@@ -14,7 +14,7 @@ How a template is written down and labelled:
 
 - ``profile.py``: a template family as token ids (:class:`TemplateProfile`) and its compiled tables.
 - ``labeller.py``: the one entry point of labelling; ``generic.py`` is its numpy statement,
-  ``kernel.py`` its compiled form (``_labeller.c``).
+  ``kernel.py`` its compiled form (``kernels/_labeller.c``).
 - ``prefix.py``: where two renderings (or token runs) diverge.
 - ``excerpt.py``: a row decoded with its mask, roles and offending tokens marked.
 

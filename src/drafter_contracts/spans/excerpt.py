@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..vocab import Vocabulary
+from ..tokenizer.vocabulary import Vocabulary
 from .labels import ROLE_NAMES, Role
 
 LEGEND = "legend: ⟦…⟧ loss_mask=1 · ‹role› role from the span oracle · ▶ offending tokens follow · ⏎ newline"

@@ -1,4 +1,4 @@
-"""The compiled labeller (``_labeller.c``): a CompiledProfile as C tables, and the call.
+"""The compiled labeller (``kernels/_labeller.c``): a CompiledProfile as C tables, and the call.
 
 The C loop reads the rules of ``spans.generic.label`` token by token; its tables are
 built here once per profile and kept alive with it. The wrapper checks what C must
@@ -17,14 +17,14 @@ import numpy as np
 from .labels import Labels
 from .profile import CompiledProfile
 
-#: kind bits per id, as _labeller.c reads them
+#: kind bits per id, as kernels/_labeller.c reads them
 K_OPENER, K_END, K_SUB, K_AFTER, K_EOS, K_MERGES = 1, 2, 4, 8, 16, 32
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 
 
 class _Profile(ctypes.Structure):
-    """Mirror of ``dc_profile`` in _labeller.c (field order matters)."""
+    """Mirror of ``dc_profile`` in kernels/_labeller.c (field order matters)."""
 
     _fields_ = [("n_ids", _I64), ("lowest_stop", _I64), ("kind", _P), ("opener_index", _P), ("end_code", _P),
                 ("n_end_codes", _I64), ("n_specs", _I64), ("core_start", _P), ("core_len", _P), ("core_ids", _P),
@@ -166,7 +166,7 @@ class KernelTables:
 
 def _functions() -> dict[str, Any] | None:
     """The two labeller variants from the kernels library, or None when the numpy references run."""
-    from .. import kernels
+    from ..kernels import compiled as kernels
 
     lib = kernels._lib()
     return None if lib is None else {"i32": lib["label_profile_i32"], "i64": lib["label_profile_i64"]}

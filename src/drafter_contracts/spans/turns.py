@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..checks.view import in_table
+from ..dataset.row_view import in_table
 from .labels import Labels, Role
 
 

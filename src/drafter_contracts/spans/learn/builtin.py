@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ...vocab import Vocabulary
+from ...tokenizer.vocabulary import Vocabulary
 from ..labels import Role
 from ..profile import Header, SubSpan, TemplateProfile
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...paths import JsonCache
-from ...vocab import Vocabulary
+from ...tokenizer.vocabulary import Vocabulary
 from ..cache_code import SPANS_CODE
 from ..labels import Role
 from ..prefix import common_prefix_length

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...errors import UsageProblem
 from ...paths import JsonCache
-from ...vocab import Vocabulary
+from ...tokenizer.vocabulary import Vocabulary
 from ..cache_code import SPANS_CODE
 from ..oracle import SpanOracle, Verification
 from ..prefix import common_prefix_length

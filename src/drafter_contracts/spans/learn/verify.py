@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ...vocab import Vocabulary
+from ...tokenizer.vocabulary import Vocabulary
 from ..labels import Role
 from ..profile import CompiledProfile, TemplateProfile
 from .probes import EVIDENCE, OPTIONAL, PROBES, SWITCHES, content_parts, fixed_length_ids, string_args

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .errors import UsageProblem
-from .toml_text import key_line
+from ..errors import UsageProblem
+from ..toml_text import key_line
 
 #: Row-count tolerance written when the user gives none: a regenerated dataset moves a little.
 DEFAULT_TOLERANCE = "1%"
@@ -72,7 +72,7 @@ class Observed:
 
 def init_families() -> list[Any]:
     """The contract families that pin something of a known-good dataset (``ContractFamily.init``)."""
-    from .contract_families import families
+    from ..contract_families import families
 
     return [f for f in families() if f.init is not None]
 
@@ -115,10 +115,10 @@ def observe(dataset_dir: str, tokenizer: str | None, *, dataset_split: str | Non
 def _open(dataset_dir: str, tokenizer: str | None, dataset_split: str | None,
           template_profile: str) -> tuple[Any, Observed]:
     """The engine over the dataset under the generic contract, and what is known before the pass."""
-    from .contract import load_contract, resolve_contract_path
-    from .dataset import open_dataset
-    from .engine import Engine
-    from .vocab import load_vocabulary
+    from ..contract import load_contract, resolve_contract_path
+    from ..dataset.reader import open_dataset
+    from ..engine import Engine
+    from ..tokenizer.vocabulary import load_vocabulary
 
     dataset = open_dataset(dataset_dir, dataset_split)
     _ = dataset.table  # unreadable Arrow files are a usage error before any work
@@ -131,7 +131,8 @@ def _open(dataset_dir: str, tokenizer: str | None, dataset_split: str | None,
     if "input_ids" in engine.column_problems:
         raise UsageProblem(f"init {dataset_dir}: {engine.column_problems['input_ids'].split(' (')[0]}; "
                            "init needs a tokenized dataset (input_ids as lists of integers)")
-    source = set(dataset.layout.source)  # a trainer's conversation columns: not tokens, never pinned (layouts.py)
+    # a trainer's conversation columns: not tokens, never pinned (dataset/layouts.py)
+    source = set(dataset.layout.source)
     seen = Observed(dataset.path, dataset.num_rows,
                     {c: t for c, t in dataset.column_types().items() if c not in source},
                     tokenizer=tokenizer, vocab_size=vocab.size if vocab is not None else None,
@@ -139,7 +140,7 @@ def _open(dataset_dir: str, tokenizer: str | None, dataset_split: str | None,
     if engine.oracle is not None and engine.contract.mask.convention != "auto":
         seen.convention, seen.convention_how = engine.contract.mask.convention, engine.contract.mask_how
         seen.mask = engine.contract.mask
-        from .contract.fit import learnt_for
+        from ..contract.fit import learnt_for
 
         seen.learnt = learnt_for(engine.contract, engine.oracle, engine.vocab, engine._sample)
     seen.supervised_tokens = 0 if "loss_mask" not in engine.column_problems else None
@@ -150,7 +151,7 @@ def _add_shard(seen: Observed, engine: Any, shard: Any, st: dict[str, Any], has_
     """Fold one shard's ``Engine.stats`` into what init pins: the statistics ``checks/accumulators.py`` declares, by
     their merge rules, and the two figures only init reads of the shard while it is in memory: the rows at the
     longest length so far (as the engine reads rows, padding cut off) and the fewest supervised tokens in a row."""
-    from .checks.accumulators import add, total
+    from ..checks.accumulators import add, total
 
     if st["seq_len_max"] is not None:
         at_top = int((engine.work(shard).view.lengths == st["seq_len_max"]).sum())
@@ -167,7 +168,7 @@ def _add_shard(seen: Observed, engine: Any, shard: Any, st: dict[str, Any], has_
 
 def _read_totals(seen: Observed, has_mask: bool) -> None:
     """The dataset's figures init pins, read off the folded statistics (no shard read: sums 0, extremes None)."""
-    from .checks.accumulators import total
+    from ..checks.accumulators import total
 
     seen.tokens, seen.rows_excluded = total(seen.folded, "tokens"), total(seen.folded, "rows_excluded")
     seen.seq_len_min, seen.seq_len_max = total(seen.folded, "seq_len_min"), total(seen.folded, "seq_len_max")
@@ -184,7 +185,7 @@ MASK_CHECKS = ("mask_on_assistant_spans", "mask_covers_assistant_spans")
 def _verify_mask(seen: Observed, engine: Any, shard: Any) -> None:
     """The shard's rows the resolved mask policy rejects, with why (the first reason of each; a few per shard),
     and its rows whose mask is one token off (the most either mask contract counts: both see the same rows)."""
-    from .contract.mask_shift import SHIFT_TEXT
+    from ..contract.mask_shift import SHIFT_TEXT
 
     shifted: dict[int, int] = {}
     for name in MASK_CHECKS:
@@ -201,7 +202,7 @@ def _verify_mask(seen: Observed, engine: Any, shard: Any) -> None:
 
 def shift_refusal(seen: Observed, dataset_dir: str) -> str | None:
     """One line when the rows' mask is one token off: a contract pinned to them would pin the producer's bug."""
-    from .contract.mask_shift import DIRECTION, LATE
+    from ..contract.mask_shift import DIRECTION, LATE
 
     if not seen.mask_shifted:
         return None
@@ -237,7 +238,7 @@ def mask_section(seen: Observed) -> list[str]:
     every key is written, each with what decided it. Without a tokenizer nothing can be inferred: the
     keys are left at the defaults and say so.
     """
-    from .contract import MaskPolicy
+    from ..contract import MaskPolicy
 
     lines = ["[mask]"]
     if seen.role_supervised or seen.role_tokens:
@@ -262,7 +263,7 @@ def mask_section(seen: Observed) -> list[str]:
 def _policy_lines(seen: Observed) -> list[str]:
     """The resolved policy key by key: the convention it is (a built-in one, or custom), how the first rows
     decided it, the measured parts, and each key with its meaning and what decided it."""
-    from .contract.presets import KEY_ORDER
+    from ..contract.presets import KEY_ORDER
 
     policy, learnt = seen.mask, seen.learnt
     out = ["# The producer's convention, learnt from the data (docs/conventions.md):"]
@@ -312,7 +313,7 @@ _MASK_NOTES = {
 
 def rows_are(seen: Observed) -> str:
     """What a row count counts, when it is not conversations: a per-turn producer writes a row per assistant turn."""
-    from .contract.presets import ROW_PER_TURN
+    from ..contract.presets import ROW_PER_TURN
 
     return f" (one per assistant turn: {seen.convention} rows count turns, not conversations)" \
         if seen.convention in ROW_PER_TURN else ""
@@ -374,7 +375,7 @@ def _tokenizer_section(seen: Observed) -> list[str]:
 
 def _policy_sections() -> list[str]:
     """[content] and [drift] at their defaults, written out so a reader sees what can be tightened."""
-    from .contract.file import ContentPolicy, DriftPolicy
+    from ..contract.file import ContentPolicy, DriftPolicy
 
     return [
         "[content]",
@@ -404,7 +405,7 @@ def render_contract(seen: Observed, name: str, *, count_tolerance: str = DEFAULT
 
 def write_contract(text: str, out: Path, force: bool = False) -> Path:
     """Write the file (refusing to replace one unless ``force``), then prove it loads as a contract."""
-    from .contract import load_contract
+    from ..contract import load_contract
 
     if out.exists() and not force:
         raise UsageProblem(f"init -o {out}: already exists; pass --force to replace it or choose another name")
@@ -425,8 +426,8 @@ def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool =
              dataset_split: str | None = None, template_profile: str = "auto",
              family_options: Mapping[str, Any] | None = None) -> tuple[Observed, Path]:
     """Check the arguments, observe the dataset, write the contract; UsageProblem on bad input."""
-    from .contract.file import Tolerance
-    from .tokenizer_source import resolve_tokenizer
+    from ..contract.file import Tolerance
+    from ..tokenizer.source import resolve_tokenizer
 
     Tolerance.parse(count_tolerance, "init --count-tolerance")
     if max_len is not None and max_len < 1:
@@ -438,8 +439,8 @@ def run_init(dataset_dir: str, out: str, tokenizer: str | None, *, force: bool =
                            "the dataset is read-only, write the contract elsewhere")
     if target.exists() and not force:
         raise UsageProblem(f"init -o {out}: already exists; pass --force to replace it or choose another name")
-    if not tokenizer:  # the one saved beside the dataset, as a check would find it (tokenizer_source.py)
-        from .tokenizer_source import discover_tokenizer
+    if not tokenizer:  # the one saved beside the dataset, as a check would find it (tokenizer/source.py)
+        from ..tokenizer.source import discover_tokenizer
 
         found = discover_tokenizer(data if data.is_dir() else data.parent)
         tokenizer = str(found) if found is not None else None

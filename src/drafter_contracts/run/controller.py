@@ -18,22 +18,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from . import kernels
-from .checks import declare, registry
-from .completeness import Coverage
-from .engine import Engine
-from .contract_families import families
-from .report import baseline as baseline_mod
-from .decoded_rows import beyond_kept
-from .report.explain import decoded_example, warn_excerpts
-from .report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
-from .report.artifacts import write_reports
-from .report.merge import split_section
-from .report.reducer import Reducer, dataset_profile
-from .report.shared_reasons import named
-from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, count_line, terminal_lines
-from .report.violations import build_table, listed_note
-from .results import CheckResult, shown_examples
+from ..kernels import compiled as kernels
+from ..checks import declare, registry
+from ..checks.completeness import Coverage
+from ..engine import Engine
+from ..contract_families import families
+from ..report import baseline as baseline_mod
+from ..decoded_rows import beyond_kept
+from ..report.explain import decoded_example, warn_excerpts
+from ..report.fingerprints import dataset_fingerprint, tokenizer_fingerprint
+from ..report.artifacts import write_reports
+from ..report.merge import split_section
+from ..report.reducer import Reducer, dataset_profile
+from ..report.shared_reasons import named
+from ..report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY, build_summary, count_line, terminal_lines
+from ..report.violations import build_table, listed_note
+from ..results import CheckResult, shown_examples
 from .wire import decode_report, unpack
 
 
@@ -65,7 +65,7 @@ class ContractRun:
         self.report_error: str | None = None
         self.verdicts_reported = 0  # whole-dataset verdicts sent as tests of their own (report_global)
         self.collected = 0  # tests pytest collected (with xdist: one worker's list; every worker collects all)
-        # which shard and contract tests ran, which reported, why not (completeness.py)
+        # which shard and contract tests ran, which reported, why not (checks/completeness.py)
         self.coverage = Coverage(engine.shards, engine.dataset_checks)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -199,7 +199,7 @@ class ContractRun:
         """Decoded excerpts (segments with role and mask) of the first violating rows of failing contracts,
         as many as ``--examples`` asks for.
 
-        A shard's rows come decoded with its results (``suite._explained``); only the rows of
+        A shard's rows come decoded with its results (``run.worker._explained``); only the rows of
         dataset-level and whole-dataset verdicts (the drift sample, duplicate pairs) are read here.
         """
         wanted = self.engine.examples
@@ -306,7 +306,7 @@ class ContractRun:
         The gate refuses to start when a required contract lacks an input; this catches what only shows
         once the run is under way (every shard of it skipped). What the user turned off is listed too.
         """
-        from .checks.gate import required
+        from ..checks.gate import required
 
         checks = self.summary["checks"]
         missed = {n: "; ".join(checks[n]["skip_reasons"]) for n in required(self.engine.contract)

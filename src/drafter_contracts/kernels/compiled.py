@@ -1,4 +1,4 @@
-"""Compiled per-token loops over a shard's flattened Arrow buffers (``_kernels.c``).
+"""Compiled per-token loops over a shard's flattened Arrow buffers (``kernels/_kernels.c``).
 
 Most of the per-shard work is numpy over the flat ``values`` + ``offsets`` of a
 shard. A few steps are a state machine or a scatter-add that numpy can only
@@ -6,7 +6,7 @@ express as dozens of passes over the data (the span labeller is ~100 numpy
 calls over its events); here each is one compiled pass over the same buffers,
 with no Python loop per row or per token. Every kernel has a numpy formulation
 elsewhere in the package that the tests hold it to, bit for bit. The span
-labeller (``_labeller.c``, built into the same library) is called through
+labeller (``kernels/_labeller.c``, built into the same library) is called through
 ``spans/kernel.py``, which builds its profile tables.
 
 Why C compiled at install time rather than a JIT: a JIT makes every pytest-xdist
@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from . import kernels_numpy as reference
-from .errors import UsageProblem
-from .errors import InvalidBuffers
+from . import numpy_loops as reference
+from ..errors import UsageProblem
+from ..errors import InvalidBuffers
 
 #: ``numpy``: run the numpy references (as an install without a C compiler does); a path: load
-#: that build of ``_kernels.c`` instead of the package's (the sanitizer build, ``.ci/sanitize``).
+#: that build of ``kernels/_kernels.c`` instead of the package's (the sanitizer build, ``.ci/sanitize``).
 KERNELS_ENV = "DRAFTER_CONTRACTS_KERNELS"
 #: What the numpy references cost against the compiled loops on the benchmark (docs/reliability.md).
 NUMPY_SLOWDOWN = "about 12x slower per token (docs/reliability.md)"
@@ -55,7 +55,7 @@ _SIGNATURES: dict[str, tuple[Any, tuple]] = {
     "reply_lengths": (None, (_P, _P, _P, _P, _P, _I64, _P, _I64, _P, _P, _I64, _I64, _P)),
     "run_totals": (None, (_P, _P, _P, _I64, _P, _I32, _P, _P)),
     "assistant_turns": (_I64, (_P, _P, _P, _P, _I64, _P, _P, _P, _P)),
-    # _labeller.c: the labeller for any template profile (spans/kernel.py builds its table struct)
+    # kernels/_labeller.c: the labeller for any template profile (spans/kernel.py builds its table struct)
     "label_profile": (_I64, (_P, _P, _I64, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _P)),
 }
 _VARIANTS = {
@@ -81,7 +81,7 @@ def _lib() -> dict[str, Any] | None:
     """Open the library once per process and type every function it exports; None: the numpy references.
 
     An install without a C compiler has no library (``setup.py`` builds it as an optional
-    extension): the wrappers then run ``kernels_numpy``, with the same checks and results.
+    extension): the wrappers then run ``kernels/numpy_loops.py``, with the same checks and results.
     A library that is there but unusable (another ABI, a failed load) is a usage error:
     it means a stale or broken build, which a rebuild fixes.
     """
@@ -128,7 +128,7 @@ def backend() -> dict[str, Any]:
     if path is not None:
         return {"backend": "c", "library": str(path)}
     why = (f"${KERNELS_ENV}=numpy" if os.environ.get(KERNELS_ENV, "").strip().lower() == "numpy"
-           else "the compiled kernels (_kernels.c) were not built: no C compiler at install time?")
+           else "the compiled kernels (kernels/_kernels.c) were not built: no C compiler at install time?")
     return {"backend": "numpy", "library": None, "why": why}
 
 

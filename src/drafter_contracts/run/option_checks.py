@@ -1,8 +1,8 @@
 """The command line, parsed and checked once (:func:`run_options`): typed values, the inputs on disk, the
 contract with the command line applied and the tokenizer it names.
 
-The entry point (``options.py``) calls it before any heavy import, so bad input is one ``ERROR:``
-line and exit code 4; the plugin (``plugin.py``) and the masker suite (``properties/context.py``)
+The entry point (``run/options.py``) calls it before any heavy import, so bad input is one ``ERROR:``
+line and exit code 4; the plugin (``run/plugin.py``) and the masker suite (``properties/context.py``)
 read the same parsed values. Like the entry point it imports only the standard library and pytest
 at module level: what it checks with (the contract loader, the dataset's metadata, the tokenizer's
 files) is imported where it is used.
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from .contract_families import families
-from .decoded_rows import DEFAULT_EXAMPLES
-from .option_values import parse_int, parse_split
+from ..contract_families import families
+from ..decoded_rows import DEFAULT_EXAMPLES
+from ..option_values import parse_int, parse_split
 
 BUILTIN_MASKERS = ("hf", "speculators")
 #: Options that take an integer: (name, smallest allowed value).
@@ -50,7 +50,7 @@ RUN_KEY = pytest.StashKey[RunOptions]()
 
 def run_options(config: pytest.Config) -> RunOptions:
     """Parse (every process) and check (the controller, once) the command line; exit 4 on bad input."""
-    from .errors import UsageProblem
+    from ..errors import UsageProblem
 
     opts = config.stash.get(RUN_KEY, None)
     if opts is None:
@@ -68,7 +68,7 @@ def run_options(config: pytest.Config) -> RunOptions:
 
 def parse_values(config: pytest.Config, opts: RunOptions) -> None:
     """Typed values from the raw strings (no file is touched)."""
-    from .contract import parse_mask_overrides
+    from ..contract import parse_mask_overrides
 
     opt = config.getoption
     over: dict[str, Any] = {}
@@ -76,7 +76,7 @@ def parse_values(config: pytest.Config, opts: RunOptions) -> None:
         over[name] = parse_int(opt(name), "--" + name.replace("_", "-"), lowest)
     tol = opt("count_tolerance")
     if tol is not None:
-        from .contract.file import Tolerance
+        from ..contract.file import Tolerance
 
         Tolerance.parse(tol, "--count-tolerance")
         over["count_tolerance"] = tol
@@ -97,7 +97,7 @@ def parse_values(config: pytest.Config, opts: RunOptions) -> None:
 
 def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
     """Every input that can be wrong, checked before any work: files, folders, names."""
-    from .errors import UsageProblem
+    from ..errors import UsageProblem
 
     opt = config.getoption
     if opt("masker"):
@@ -113,7 +113,7 @@ def check_inputs(config: pytest.Config, opts: RunOptions) -> None:
         load_contract_options(config, opts, masker=True)
         opts.checked = True
         return
-    from .dataset import open_dataset
+    from ..dataset.reader import open_dataset
 
     opts.dataset = open_dataset(opt("dataset_path"), opt("dataset_split"))
     data = opts.dataset.given.resolve()  # the folder, or the one file named (its folder is the user's, not ours)
@@ -150,8 +150,8 @@ def load_contract_options(config: pytest.Config, opts: RunOptions, masker: bool)
     """The contract with the command line applied, and the tokenizer it names, resolved on disk."""
     from dataclasses import replace
 
-    from .contract import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
-    from .tokenizer_source import BUILTIN_PREFIX, BUILTIN_TOKENIZERS, resolve_tokenizer
+    from ..contract import EXAMPLE_CONTRACT, load_contract, resolve_contract_path
+    from ..tokenizer.source import BUILTIN_PREFIX, BUILTIN_TOKENIZERS, resolve_tokenizer
 
     raw = config.getoption("contract")
     opts.contract_path = resolve_contract_path(raw if raw is not None or not masker else EXAMPLE_CONTRACT)
@@ -175,7 +175,7 @@ def found_tokenizer(opts: RunOptions) -> str | None:
     if any, said in the summary (``Contract.tokenizer_how``)."""
     from dataclasses import replace
 
-    from .tokenizer_source import discover_tokenizer
+    from ..tokenizer.source import discover_tokenizer
 
     found = discover_tokenizer(opts.dataset.path)
     if found is None:
@@ -187,7 +187,7 @@ def found_tokenizer(opts: RunOptions) -> str | None:
 
 def contract_relative(raw: str | None, contract_file: Path, from_cli: bool) -> str | None:
     """A relative tokenizer path in a contract file is relative to that file."""
-    from .tokenizer_source import BUILTIN_PREFIX
+    from ..tokenizer.source import BUILTIN_PREFIX
 
     if raw is None or from_cli or raw.startswith(BUILTIN_PREFIX) or Path(raw).is_absolute():
         return raw
@@ -197,7 +197,7 @@ def contract_relative(raw: str | None, contract_file: Path, from_cli: bool) -> s
 
 def check_writable_dir(folder: Path, option: str) -> None:
     """Create ``folder`` if needed and prove a file can be written there (as the reports will be)."""
-    from .errors import UsageProblem
+    from ..errors import UsageProblem
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -220,8 +220,8 @@ def check_writable_dir(folder: Path, option: str) -> None:
 
 def check_masker(spec: str) -> None:
     """``hf``, ``speculators`` or ``module:function`` whose module can be found (not imported yet)."""
-    from .errors import UsageProblem
-    from .table_fields import did_you_mean
+    from ..errors import UsageProblem
+    from ..table_fields import did_you_mean
 
     if spec in BUILTIN_MASKERS:
         return

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .results import RowViolations, ShardReport
+from ..results import RowViolations, ShardReport
 
 #: The key of the encoded blob in ``report.user_properties``.
-WIRE_KEY = "drafter_contracts.wire"
+WIRE_KEY = "drafter_contracts.run.wire"
 _ARRAY = "__drafter_contracts_array__"
 
 

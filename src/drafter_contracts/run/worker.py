@@ -1,7 +1,7 @@
 """The bodies of the contract suite's tests: what runs where the shard is (a worker, or the
 single ``-n 0`` process). Each returns its results on the test report (``RESULT_KEY`` for a
 dataset-level contract, one encoded ``ShardReport`` for a shard) and fails or skips the test
-with a message a person can act on; ``controller.py`` reads the reports.
+with a message a person can act on; ``run/controller.py`` reads the reports.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from .checks import registry
-from .dataset import Shard
-from .engine import Engine
-from .integrity import CHECK as INTEGRITY_CHECK
-from .report.explain import decoded_example, format_failure
-from .report.summary import REPORT_KEY, RESULT_KEY
-from .results import CheckResult, ShardReport, shown_examples
+from ..checks import registry
+from ..dataset.columns import Shard
+from ..engine import Engine
+from ..checks.integrity import CHECK as INTEGRITY_CHECK
+from ..report.explain import decoded_example, format_failure
+from ..report.summary import REPORT_KEY, RESULT_KEY
+from ..results import CheckResult, ShardReport, shown_examples
 from .wire import encode_report
 
 

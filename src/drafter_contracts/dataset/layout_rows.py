@@ -1,4 +1,4 @@
-"""A shard of any layout (``layouts.py``) as the flat arrays the engine reads (:class:`ShardArrays`), and
+"""A shard of any layout (``dataset/layouts.py``) as the flat arrays the engine reads (:class:`ShardArrays`), and
 what the layout's own contracts read (:class:`LayoutRows`).
 
 Three steps, each numpy over the shard's flat buffers (never a loop per row or token):
@@ -142,7 +142,7 @@ def _null_rows(cols: list[ListColumn], n: int) -> np.ndarray:
 
 def _prefix(flags: np.ndarray) -> np.ndarray:
     """``cs[i]`` = true flags among the first i (one compiled pass; int64)."""
-    from .kernels import prefix_count
+    from ..kernels.compiled import prefix_count
 
     cs = np.empty(len(flags) + 1, dtype=np.int64)
     prefix_count(np.ascontiguousarray(flags, dtype=np.bool_).view(np.uint8), cs)

@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from .checks.declare import Scope, Spec, register
-from .dataset import Shard
+from .declare import Scope, Spec, register
+from ..dataset.columns import Shard
 from .integrity import file_state, state_changes
-from .results import CheckResult
+from ..results import CheckResult
 
 SHARDS_CHECK = "all_shards_checked"
 FILES_CHECK = "dataset_unchanged"

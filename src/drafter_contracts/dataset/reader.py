@@ -1,9 +1,9 @@
 """Open a dataset read-only, plan row shards, and hand shards out as flat numpy.
 
 A dataset is a ``save_to_disk`` folder (or one split of a DatasetDict), or Parquet / JSON Lines
-files (a folder of them, Hub-style names included, or one file), which ``source_files.py`` converts
+files (a folder of them, Hub-style names included, or one file), which ``dataset/source_files.py`` converts
 once into Arrow streams in the cache. Whatever trainer wrote the columns, a shard comes out as the
-same arrays: the layout (``layouts.py``, ``layout_rows.py``) is decided once from the columns and
+same arrays: the layout (``dataset/layouts.py``, ``dataset/layout_rows.py``) is decided once from the columns and
 first rows. Nothing here writes: Arrow files are memory-mapped, so pages are file-backed and a
 worker's own memory is bounded by one shard, not by the dataset.
 """
@@ -21,10 +21,8 @@ import numpy as np
 import pyarrow as pa
 
 from . import source_files
-# Shard, ShardArrays, ListColumn, _list_column and arrow_type_name lived here before columns.py and layout_rows.py:
-# still importable.
-from .columns import ListColumn, Shard, _list_column, _offsets, arrow_type_name, read_seq_len  # noqa: F401
-from .errors import UsageProblem
+from ..errors import UsageProblem
+from .columns import ListColumn, Shard, _list_column, _offsets, arrow_type_name, read_seq_len
 from .layout_rows import ShardArrays, read_part, resolve
 from .layouts import Layout, from_schema, unreadable
 
@@ -111,7 +109,8 @@ class SavedDataset:
         self.files = files
         self.split = split
         self.arrow_files = files if arrow_files is None else arrow_files
-        #: "save_to_disk", "Parquet" or "JSON Lines": a save_to_disk folder's metadata is checked too (integrity.py).
+        #: "save_to_disk", "Parquet" or "JSON Lines": a save_to_disk folder's metadata is checked too
+        #: (checks/integrity.py).
         self.source = source
 
     @cached_property
@@ -367,6 +366,6 @@ def _open_file(p: Path, shown: str | Path, split: str | None) -> SavedDataset:
 
 
 def _open_sources(path: Path, sources: list[Path], split: str | None, given: Path | None = None) -> SavedDataset:
-    """Parquet / JSON Lines files, read through their cached Arrow streams (``source_files.py``)."""
+    """Parquet / JSON Lines files, read through their cached Arrow streams (``dataset/source_files.py``)."""
     kind = source_files.kind_of(sources[0], single=True) or "Parquet"
     return SavedDataset(path, sources, split, source_files.cached_streams(sources), kind, given)

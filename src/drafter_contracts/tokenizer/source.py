@@ -27,7 +27,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import UsageProblem
+from ..errors import UsageProblem
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_TOKENIZERS = ("qwen3.6",)
@@ -82,7 +82,7 @@ def resolve_tokenizer(name: str, option: str = "--tokenizer") -> str:
             hint = f" (did you mean '{BUILTIN_PREFIX}{close[0]}'?)" if close else ""
             raise UsageProblem(f"{option} {name}: unknown built-in{hint}; use one of "
                                + ", ".join(BUILTIN_PREFIX + b for b in BUILTIN_TOKENIZERS))
-        from .builtin_tokenizer import require_builtin_sources
+        from .builtin import require_builtin_sources
 
         require_builtin_sources()  # the demo extra's packages: one line now, not a traceback at build time
         return name

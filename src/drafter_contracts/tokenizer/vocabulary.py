@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import UsageProblem
-from .paths import ArrayCache
-from .tokenizer_source import BUILTIN_PREFIX, resolve_tokenizer
+from ..errors import UsageProblem
+from ..paths import ArrayCache
+from .source import BUILTIN_PREFIX, resolve_tokenizer
 
 
 class Vocabulary:
@@ -295,12 +295,12 @@ def _from_file(path: Path, name: str) -> Vocabulary:
 def load_vocabulary(name: str) -> Vocabulary:
     """Load ``builtin:qwen3.6``, a folder holding ``tokenizer.json``, or a model name in the local cache.
 
-    Where the name points is decided by ``tokenizer_source.resolve_tokenizer`` from the file
+    Where the name points is decided by ``tokenizer/source.py: resolve_tokenizer`` from the file
     system alone; the file is then read with ``tokenizers`` (never through a hub lookup).
     """
     source = resolve_tokenizer(name)
     if source.startswith(BUILTIN_PREFIX):
-        from .builtin_tokenizer import builtin_tokenizer_dir
+        from .builtin import builtin_tokenizer_dir
 
         return _from_file(builtin_tokenizer_dir() / "tokenizer.json", name)
     return _from_file(Path(source), name)

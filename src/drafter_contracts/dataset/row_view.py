@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..dataset import ShardArrays
+from .layout_rows import ShardArrays
 
 
 @dataclass
@@ -59,10 +59,10 @@ def mask_prefix_reference(mask: np.ndarray) -> np.ndarray:
 def mask_prefix(mask: np.ndarray) -> np.ndarray:
     """``cs[i]`` = true values among ``mask[:i]`` (length n + 1; int32 while it fits).
 
-    One compiled pass (:func:`drafter_contracts.kernels.prefix_count`), ~0.6 ns a token
+    One compiled pass (:func:`drafter_contracts.kernels.compiled.prefix_count`), ~0.6 ns a token
     against ~4 for numpy's cumsum, which widens every element before adding it.
     """
-    from ..kernels import prefix_count
+    from ..kernels.compiled import prefix_count
 
     n = len(mask)
     cs = np.empty(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)

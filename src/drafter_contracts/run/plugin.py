@@ -1,10 +1,10 @@
 """pytest configuration and hooks of a contract run: the engine, its fixture, shard parametrization.
 
 Like pytest-xdist's ``plugin.py``, it holds configuration only: the tests' bodies (what
-a worker runs) are in ``suite.py``, the controller that collects every result, decides
-the whole-dataset verdicts and writes the reports is ``controller.py``. Every decision
+a worker runs) are in ``run/worker.py``, the controller that collects every result, decides
+the whole-dataset verdicts and writes the reports is ``run/controller.py``. Every decision
 about data lives in ``checks``/``spans``, every decision about configuration in
-``config``/``options``. Usage errors surface here once, as ``pytest.UsageError`` (one
+``contract``/``run/option_checks.py``. Usage errors surface here once, as ``pytest.UsageError`` (one
 line, exit code 4).
 """
 
@@ -16,17 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from . import kernels
+from ..kernels import compiled as kernels
 from .allocator import keep_freed_memory
-from .checks import registry
-from .dataset import Shard, open_dataset
-from .engine import Engine
-from .errors import UsageProblem
-from .contract_families import families
+from ..checks import registry
+from ..dataset.reader import open_dataset
+from ..dataset.columns import Shard
+from ..engine import Engine
+from ..errors import UsageProblem
+from ..contract_families import families
 from .option_checks import load_contract_options, run_options
-from .report import baseline as baseline_mod
-from .report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY
-from .vocab import load_vocabulary
+from ..report import baseline as baseline_mod
+from ..report.summary import DETAILS_KEY, REPORT_KEY, RESULT_KEY
+from ..tokenizer.vocabulary import load_vocabulary
 from .wire import WirePacker
 
 ENGINE_KEY = pytest.StashKey[Engine]()
@@ -50,7 +51,7 @@ def build_engine(config: pytest.Config) -> Engine:
             found = family.open_input(config, opts.families.get(family.name), dataset, contract)
             if found is not None:
                 engine.inputs[family.name] = found
-    keep_freed_memory()  # shard after shard reuses the same pages (allocator.py)
+    keep_freed_memory()  # shard after shard reuses the same pages (run/allocator.py)
     kernels.load()  # an unbuilt package is a usage error now, not an error in every shard's test
     token_freq = config.getoption("token_freq")
     if token_freq:
@@ -59,7 +60,7 @@ def build_engine(config: pytest.Config) -> Engine:
         vocab.save_tables()  # the profile has made its lookups: workers start from the cache
     blocked = engine.blocked()
     if blocked:
-        from .checks.gate import blocked_message
+        from ..checks.gate import blocked_message
 
         raise UsageProblem(blocked_message(blocked))
     problem = engine.coverage_problem()
@@ -129,8 +130,8 @@ def covers_suite(arg: str, cwd: Path) -> bool:
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     """One line when the numpy references stand in for the compiled kernels (kernels.fallback_warning), and one
-    when an explicit ``-n N`` was capped at the shard count (``workers.cap_explicit``)."""
-    from .workers import NOTE_KEY
+    when an explicit ``-n N`` was capped at the shard count (``run.worker_count.cap_explicit``)."""
+    from .worker_count import NOTE_KEY
 
     if _engine(config) is None or hasattr(config, "workerinput"):
         return None
@@ -142,7 +143,7 @@ def _configure_properties(config: pytest.Config) -> None:
     """``--masker``: build the masker context once (bad input: exit 4) and run the properties suite."""
     from hypothesis import settings
 
-    from .properties.context import CONTEXT_KEY, SUITE_DIR as PROPERTIES_DIR, build_context
+    from ..properties.context import CONTEXT_KEY, SUITE_DIR as PROPERTIES_DIR, build_context
 
     if config.getoption("dataset_path"):
         raise pytest.UsageError("--masker and --dataset-path run different suites; run them one at a time")
@@ -155,7 +156,7 @@ def _configure_properties(config: pytest.Config) -> None:
     if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):  # users run this from anywhere: no .hypothesis/ there
         from hypothesis.configuration import set_hypothesis_home_dir
 
-        from .paths import cache_root
+        from ..paths import cache_root
 
         set_hypothesis_home_dir(cache_root() / "hypothesis")
     if config.args_source != pytest.Config.ArgsSource.ARGS:

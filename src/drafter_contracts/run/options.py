@@ -2,11 +2,11 @@
 
 pytest loads this module in every run of every environment the package is installed in,
 including runs that have nothing to do with datasets. So it imports only the standard
-library and pytest, and registers the real plugin (``drafter_contracts.plugin``: engine,
+library and pytest, and registers the real plugin (``drafter_contracts.run.plugin``: engine,
 reports, numpy, pyarrow, the tokenizer) only when ``--dataset-path`` or ``--masker`` is given.
 
 Before that it checks every value it can without heavy imports (numbers, paths, the report
-folder, the tokenizer's files, the contract file, the masker's name; ``option_checks.py``, which
+folder, the tokenizer's files, the contract file, the masker's name; ``run/option_checks.py``, which
 the plugin reads the parsed values from), so bad input is one ``ERROR:`` line and exit code 4
 within about a second, never after minutes of work and never pytest's usage block: options that
 take numbers are declared as strings and parsed there.
@@ -19,12 +19,12 @@ import importlib
 import pytest
 
 from . import option_help
-from .contract_families import families
-from .decoded_rows import DEFAULT_EXAMPLES
+from ..contract_families import families
+from ..decoded_rows import DEFAULT_EXAMPLES
 from .option_checks import RunOptions, run_options
 from .option_help import listed, listed_append
 
-PLUGIN = "drafter_contracts.plugin"
+PLUGIN = "drafter_contracts.run.plugin"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -97,14 +97,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if active(config):
         opts = run_options(config)  # first: a usage error must not wait for hypothesis's import (1-4 s)
         if opts.dataset is not None and not hasattr(config, "workerinput"):
-            from .workers import NOTE_KEY, cap_explicit
+            from .worker_count import NOTE_KEY, cap_explicit
 
             note = cap_explicit(config, planned_shards(opts))  # before xdist starts its workers (trylast)
             if note:
                 config.stash[NOTE_KEY] = note
     if config.getoption("masker", None) or config.getoption("hypothesis_profile", None):
         # Before hypothesis's own pytest_configure loads --hypothesis-profile (this hook is tryfirst).
-        from .hypothesis_settings import register_profiles
+        from ..hypothesis_settings import register_profiles
 
         register_profiles()
     if active(config):
@@ -117,14 +117,14 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on a dataset: no more workers than shards (none for one shard: it runs in-process)."""
     if not config.getoption("dataset_path", None) or hasattr(config, "workerinput"):
         return None
-    from .workers import auto_workers
+    from .worker_count import auto_workers
 
     return auto_workers(planned_shards(run_options(config)))
 
 
 def planned_shards(opts: RunOptions) -> int:
     """How many shards this run will check (the plan the engine makes, from metadata and offsets)."""
-    from .dataset import plan_shards, shard_groups
+    from ..dataset.reader import plan_shards, shard_groups
 
     ds, c = opts.dataset, opts.contract
     lengths = ds.row_lengths()

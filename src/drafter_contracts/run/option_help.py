@@ -1,7 +1,7 @@
 """Option help texts that list what exists (built-in contracts, template profiles, contract names), read
 from the registries that define them when ``pytest --help`` prints them.
 
-``options.py`` is imported by every pytest run of every environment the package is installed in, and must
+``run/options.py`` is imported by every pytest run of every environment the package is installed in, and must
 stay light; the registries import numpy and the tokenizer tables. So the listing is not computed when the
 option is declared: the option's argparse action reads it when the help formatter asks for ``help``.
 """
@@ -52,19 +52,19 @@ def listed_append(listing: Callable[[], str]) -> type[argparse.Action]:
 
 
 def builtin_contracts() -> str:
-    from .contract import AUTO_CONTRACT, builtin_contracts as files
+    from ..contract import AUTO_CONTRACT, builtin_contracts as files
 
     return f"Built-in: {', '.join(sorted(files()))}; {AUTO_CONTRACT} (generic, convention learnt from the rows)."
 
 
 def template_profiles() -> str:
-    from .spans import AUTO, profile_names
+    from ..spans import AUTO, profile_names
 
     return f"Built-in: {', '.join(n for n in profile_names() if n != AUTO)}."
 
 
 def contract_names() -> str:
-    from .checks import registry
-    from .checks.gate import groups
+    from ..checks import registry
+    from ..checks.gate import groups
 
     return f"Contracts: {', '.join(registry.specs())}; groups: {', '.join(groups())}."
