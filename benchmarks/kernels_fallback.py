@@ -37,7 +37,7 @@ def shard_work_seconds(path: Path, backend: str) -> float:
     from drafter_contracts.tokenizer.vocabulary import load_vocabulary
 
     os.environ[kernels.KERNELS_ENV] = backend
-    kernels._lib.cache_clear()
+    kernels.loaded_library.cache_clear()
     assert kernels.backend()["backend"] == ("numpy" if backend == "numpy" else "c")
     engine = Engine(open_dataset(path), load_contract(resolve_contract_path(None), {}), load_vocabulary("builtin:qwen3.6"))
     engine.shard_check(engine.shards[0], "ids_known")  # warm: tables, page cache

@@ -459,3 +459,33 @@ def test_the_engine_satisfies_the_protocols_contracts_are_annotated_with(clean_d
         def unreadable(self, shard): ...
 
     assert not isinstance(Partial(), ContractEngine)  # no stats()
+
+
+def private_imports(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, ``module.name``) of each private name (one leading underscore) ``source`` imports from a module
+    of the package that lies outside its own folder: a package's private names stay inside it."""
+    mine = package.split(".")[:2]
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        name = from_name(node, package)
+        if not name.startswith("drafter_contracts") or name.split(".")[:2] == mine and len(mine) == 2:
+            continue
+        out += [(node.lineno, f"{name}.{a.name}") for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
+
+def test_no_private_name_crosses_a_package() -> None:
+    found = [f"{path.relative_to(SRC)}:{line} imports {name}" for path in MODULES
+             for line, name in private_imports(path.read_text("utf-8"), package_of(path))]
+    assert not found, "private names imported from another package (make them public or move them):\n" + \
+        "\n".join(found)
+
+
+def test_a_private_import_from_another_package_is_caught() -> None:
+    source = "from ..dataset.columns import _offsets\nfrom .columns import _list_column\n"
+    assert private_imports(source, "drafter_contracts.checks") == [(1, "drafter_contracts.dataset.columns._offsets")]
+    assert private_imports(source.splitlines()[1], "drafter_contracts.dataset") == []
+    assert private_imports("from .engine import _x\n", "drafter_contracts") == [(1, "drafter_contracts.engine._x")]

@@ -159,7 +159,7 @@ def test_ids_of_any_integer_dtype_hash_as_their_int64_bits():
 
 def test_a_package_without_its_built_kernels_runs_the_numpy_references(monkeypatch):
     """A source tree nobody built (or an install without a C compiler) runs the references and says so."""
-    kernels._lib.cache_clear()
+    kernels.loaded_library.cache_clear()
     monkeypatch.setattr(kernels, "library_path", lambda: None)
     monkeypatch.delenv(kernels.KERNELS_ENV, raising=False)
     try:
@@ -169,4 +169,4 @@ def test_a_package_without_its_built_kernels_runs_the_numpy_references(monkeypat
         kernels.prefix_count(np.array([1, 0, 1], bool), out)
         assert out.tolist() == [0, 1, 1, 2]
     finally:
-        kernels._lib.cache_clear()
+        kernels.loaded_library.cache_clear()

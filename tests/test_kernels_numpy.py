@@ -35,7 +35,7 @@ def numpy_kernels():
     """Run the wrappers on the numpy references (as an install without the library does)."""
     old = os.environ.get(kernels.KERNELS_ENV)
     os.environ[kernels.KERNELS_ENV] = "numpy"
-    kernels._lib.cache_clear()
+    kernels.loaded_library.cache_clear()
     try:
         yield
     finally:
@@ -43,7 +43,7 @@ def numpy_kernels():
             os.environ.pop(kernels.KERNELS_ENV, None)
         else:
             os.environ[kernels.KERNELS_ENV] = old
-        kernels._lib.cache_clear()
+        kernels.loaded_library.cache_clear()
 
 
 def both(fn, *args):
@@ -204,10 +204,10 @@ def test_a_stale_library_is_still_a_usage_error(monkeypatch, tmp_path):
     from drafter_contracts.errors import UsageProblem
 
     monkeypatch.setenv(kernels.KERNELS_ENV, str(tmp_path / "missing.so"))
-    kernels._lib.cache_clear()
+    kernels.loaded_library.cache_clear()
     try:
         with pytest.raises(UsageProblem, match="no such file"):
             kernels.load()
     finally:
         monkeypatch.delenv(kernels.KERNELS_ENV)
-        kernels._lib.cache_clear()
+        kernels.loaded_library.cache_clear()

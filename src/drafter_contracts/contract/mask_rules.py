@@ -383,9 +383,9 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
         keep = turns.is_last_turn & ~cut_elsewhere[turns.row_of_turn]
         if policy.prompt_context != "off":  # the turn's header part after the prompt counts too
             sel, _, lo, _ = prompt_windows(facts, offsets, labels, turns, policy.prompt_context)
-            keep_tok = turns._spread(keep, False, bool) | _ranges(n, lo[keep[sel]], turns.starts[sel][keep[sel]])
+            keep_tok = turns.spread(keep, False, bool) | _ranges(n, lo[keep[sel]], turns.starts[sel][keep[sel]])
         else:
-            keep_tok = turns._spread(keep, False, bool)
+            keep_tok = turns.spread(keep, False, bool)
         need &= keep_tok
     return need
 

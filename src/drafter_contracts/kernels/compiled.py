@@ -77,7 +77,7 @@ def library_path() -> Path | None:
 
 
 @lru_cache(maxsize=1)
-def _lib() -> dict[str, Any] | None:
+def loaded_library() -> dict[str, Any] | None:
     """Open the library once per process and type every function it exports; None: the numpy references.
 
     An install without a C compiler has no library (``setup.py`` builds it as an optional
@@ -116,7 +116,7 @@ def _lib() -> dict[str, Any] | None:
 def load() -> Path | None:
     """Open the library now (a broken build is a usage error, not a test error); its path, or None
     when the numpy references run (no library built, or ``$DRAFTER_CONTRACTS_KERNELS=numpy``)."""
-    if _lib() is None:
+    if loaded_library() is None:
         return None
     choice = os.environ.get(KERNELS_ENV, "").strip()
     return Path(choice).expanduser() if choice else library_path()
@@ -193,7 +193,7 @@ def drain_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     kind = _width(counts, "counts", "c")
     k = int(np.count_nonzero(counts))
     ids_out, counts_out = np.empty(k, dtype=np.int32), np.empty(k, dtype=np.int64)
-    lib = _lib()
+    lib = loaded_library()
     if lib is None:
         reference.drain_counts(counts, ids_out, counts_out)
         return ids_out, counts_out
@@ -207,7 +207,7 @@ def prefix_count(flags: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = true values among ``flags[:i]`` (``out`` has one more element than ``flags``)."""
     if len(out) != len(flags) + 1:
         raise ValueError(f"prefix_count: out has {len(out)} elements for {len(flags)} flags")
-    lib = _lib()
+    lib = loaded_library()
     if lib is None:
         _ptr(flags, _FLAGS, "flags"), _ptr(out, (np.int32, np.int64), "out", True)  # the same refusals
         return reference.prefix_count(flags, out)
@@ -225,7 +225,7 @@ def row_hash_sums(ids: np.ndarray, mask: np.ndarray, has_mask: bool, offsets: np
         raise ValueError("row_hash_sums: the mask is shorter than the ids")
     if len(out) < len(offsets) - 1:
         raise ValueError("row_hash_sums: out is shorter than the rows")
-    lib = _lib()
+    lib = loaded_library()
     if lib is None:
         _ptr(mask, _FLAGS, "mask"), _ptr(offsets, (np.int64,), "offsets"), _ptr(out, (np.uint64,), "out", True)
         return reference.row_hash_sums(ids, mask, has_mask, offsets, r, out)
@@ -252,7 +252,7 @@ def token_pass(ids: np.ndarray, mask: np.ndarray, offsets: np.ndarray, r: int, l
     if len(sums) < len(offsets) - 1 or len(counts) < limit or prefix.dtype != counts.dtype or len(outside) != 1:
         raise ValueError("token_pass: sums shorter than the rows, counts shorter than limit, prefix and counts of two "
                          "widths, or not one element for the outside count")
-    lib = _lib()
+    lib = loaded_library()
     if lib is None:
         for a, dtypes, name, writable in ((mask, _FLAGS, "mask", False), (offsets, (np.int64,), "offsets", False),
                                      (prefix, (np.int32, np.int64), "prefix", True),
@@ -282,7 +282,7 @@ def reply_lengths(ids: np.ndarray, role: np.ndarray, boundary: np.ndarray, is_pa
                          "blank table")
     if n_turns and (t_start.min() < 0 or t_end.max() > min(len(ids), len(role), len(boundary))):
         raise ValueError("reply_lengths: a turn reaches past the ids")
-    lib = _lib()
+    lib = loaded_library()
     if lib is None:
         for a, dtypes, name, writable in ((role, (np.uint8,), "role", False), (boundary, _FLAGS, "boundary", False),
                                      (is_part, _FLAGS, "is_part", False), (blank, _FLAGS, "blank", False),
@@ -306,7 +306,7 @@ def run_totals(role: np.ndarray, start: np.ndarray, end: np.ndarray, prefix: np.
     if n and (int(role.max()) >= min(len(counts), len(sums))
               or (has_prefix and (min(start.min(), end.min()) < 0 or max(start.max(), end.max()) >= len(prefix)))):
         raise ValueError("run_totals: a code beyond counts/sums, or a run beyond the prefix")
-    lib = _lib()
+    lib = loaded_library()
     if lib is None:
         for a, dtypes, name, writable in ((role, (np.uint8,), "role", False), (start, (np.int64,), "start", False),
                                      (end, (np.int64,), "end", False), (prefix, (np.int32, np.int64), "prefix", False),
@@ -332,7 +332,7 @@ def assistant_turns(role: np.ndarray, start: np.ndarray, end: np.ndarray, row_fi
     if len(start) != n or len(end) != n or len(row_first) != n or len(is_turn) < 256:
         raise ValueError("assistant_turns: role, start, end and row_first differ in length, or is_turn under 256 codes")
     turn_start, turn_end, closed = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.bool_)
-    lib = _lib()
+    lib = loaded_library()
     if lib is None:
         for a, dtypes, name in ((role, (np.uint8,), "role"), (start, (np.int64,), "start"), (end, (np.int64,), "end"),
                                 (row_first, _FLAGS, "row_first"), (is_turn, _FLAGS, "is_turn")):

@@ -168,7 +168,7 @@ def _functions() -> dict[str, Any] | None:
     """The two labeller variants from the kernels library, or None when the numpy references run."""
     from ..kernels import compiled as kernels
 
-    lib = kernels._lib()
+    lib = kernels.loaded_library()
     return None if lib is None else {"i32": lib["label_profile_i32"], "i64": lib["label_profile_i64"]}
 
 

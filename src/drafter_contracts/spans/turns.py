@@ -58,7 +58,7 @@ class AssistantTurns:
         self.is_last_turn = np.ones(len(starts), dtype=bool)
         self.is_last_turn[:-1] = row_of_turn[1:] != row_of_turn[:-1]
 
-    def _spread(self, inside: np.ndarray, outside, dtype) -> np.ndarray:
+    def spread(self, inside: np.ndarray, outside, dtype) -> np.ndarray:
         """Per-token array: ``inside[t]`` on the tokens of turn t, ``outside`` elsewhere (one repeat)."""
         n, t = len(self.in_turn), len(self.starts)
         seg_len = np.empty(2 * t + 1, dtype=np.int64)
@@ -72,12 +72,12 @@ class AssistantTurns:
     @cached_property
     def index(self) -> np.ndarray:
         """int64 per token: shard-global turn index, -1 outside assistant turns."""
-        return self._spread(np.arange(len(self.starts)), -1, np.int64)
+        return self.spread(np.arange(len(self.starts)), -1, np.int64)
 
     @cached_property
     def last(self) -> np.ndarray:
         """bool per token: in the last assistant turn of its row."""
-        return self._spread(self.is_last_turn, False, bool)
+        return self.spread(self.is_last_turn, False, bool)
 
     def index_at(self, pos: np.ndarray) -> np.ndarray:
         """Turn index of a few flat positions (-1 outside assistant turns), without the per-token array."""
