@@ -184,6 +184,7 @@ def test_native_and_converted_copies_agree(pytester: Any, monkeypatch: pytest.Mo
     from drafter_contracts import results
     from drafter_contracts.tokenizer.builtin import builtin_tokenizer_dir
 
+    _built(name)  # the producer's datasets exist (skipped, with the reason, when the producer is not installed)
     monkeypatch.setattr(results, "MAX_EXAMPLES", 1 << 30)
     tokenizer = f"--tokenizer={builtin_tokenizer_dir()}"
     copy = _speculators_copy(name, tmp_path / "converted")
