@@ -28,12 +28,12 @@ import numpy as np
 
 from ..dataset.row_view import in_table
 from ..spans.labels import ROLE_NAMES, Labels, Role
-from ..spans.turns import IS_TURN, MaskFacts, turns_of
+from ..spans.turns import MaskFacts, turns_of
 from . import mask_rules
 from .file import Contract
 from .mask_policy import MaskPolicy
 from .mask_reasons import forbidden_at, forbidden_result, missing_at, missing_result
-from .mask_rules import disallowed_supervision, prompt_explains
+from .mask_rules import prompt_explains
 from .mask_shift import mask_shift_of
 from .presets import KEY_ORDER, keys_text, nearest, with_preset
 
@@ -45,8 +45,6 @@ PARTS = ("header", "content", "separator", "reasoning", "empty_reasoning", "empt
 TOLERANCE = 0.01
 _NONE = 255
 _PLACES = ("earlier", "last")
-_ALLOWABLE = IS_TURN.copy()  # the roles some policy may allow (a turn's, its header); the others never carry loss
-_ALLOWABLE[Role.ASSISTANT_HEADER] = True
 
 
 def _slack(rows: int, tolerance: float) -> int:
@@ -123,14 +121,6 @@ def keys_of(policy: MaskPolicy) -> dict[str, Any]:
     return {k: getattr(policy, k) for k in KEY_ORDER}
 
 
-def _windows(n: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Bool per token: inside one of the ranges [lo, hi) (they may touch, never overlap)."""
-    edge = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(edge, lo, 1)
-    np.add.at(edge, hi, -1)
-    return np.cumsum(edge[:-1]) > 0
-
-
 # --------------------------------------------------------------------------- measuring
 
 
@@ -178,7 +168,7 @@ def unexplained_rows(view: Any, labels: Labels) -> dict[int, str]:
     """View row -> the first role it supervises that no policy may allow (user, system, tool, header text)."""
     if view.mask is None:
         return {}
-    bad = np.flatnonzero(view.mask & ~in_table(labels.role, _ALLOWABLE))
+    bad = np.flatnonzero(view.mask & ~in_table(labels.role, mask_rules.ALLOWABLE_ROLES))
     if not len(bad):
         return {}
     rows = np.searchsorted(view.offsets, bad, side="right") - 1
@@ -314,33 +304,40 @@ def derive(figures: dict[str, dict[str, PartFigures]], turns: str | None, prompt
 # --------------------------------------------------------------------------- verifying
 
 
+def _offences(view: Any, labels: Labels, facts: MaskFacts, contract: Contract, policy: MaskPolicy
+              ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Flat positions each mask rule rejects: supervised where the policy forbids it, and (completeness on)
+    required but left out; the same two rules, applied once, that the two mask contracts apply."""
+    forbidden = forbidden_at(view, labels, policy, facts)
+    missing = missing_at(view, labels, policy, facts, contract.max_len) if policy.completeness != "off" else None
+    return forbidden, missing
+
+
+def _rows_at(view: Any, forbidden: np.ndarray, missing: np.ndarray | None) -> np.ndarray:
+    """The view rows holding any of these positions."""
+    hits = forbidden if missing is None else np.concatenate((forbidden, missing))
+    return np.unique(np.searchsorted(view.offsets, hits, side="right") - 1)
+
+
 def rejected_rows(view: Any, labels: Labels, facts: MaskFacts, contract: Contract, policy: MaskPolicy) -> np.ndarray:
     """View rows the policy's two mask rules reject (supervised where it forbids, or left out where it requires)."""
     if view.mask is None or not len(view.ids):
         return np.zeros(0, dtype=np.int64)
-    bad = disallowed_supervision(view.mask, labels, policy, view.offsets, facts=facts)
-    if policy.completeness != "off":
-        turns = turns_of(labels, view.offsets, facts.joins_blocks) if mask_rules.needs_turns(policy) else None
-        need = mask_rules.required_tokens(view.ids, view.offsets, labels, turns, policy, contract.max_len,
-                                          facts.newline_lead, facts)
-        bad |= need & ~view.mask
-    hits = np.flatnonzero(bad)
-    return np.unique(np.searchsorted(view.offsets, hits, side="right") - 1)
+    return _rows_at(view, *_offences(view, labels, facts, contract, policy))
 
 
 def verify(learnt: Learnt, view: Any, labels: Labels, facts: MaskFacts, contract: Contract) -> None:
     """Run the learnt policy's mask rules on the sample: every row they reject, and why (the first rows, their
     offences named as the two mask contracts name them)."""
-    rows = rejected_rows(view, labels, facts, contract, learnt.policy)
-    learnt.rejected = [int(view.rows[r]) for r in rows]
     policy = learnt.policy
+    forbidden, missing = _offences(view, labels, facts, contract, policy)
+    learnt.rejected = [int(view.rows[r]) for r in _rows_at(view, forbidden, missing)]
     c = dataclasses.replace(contract, mask=policy)
     shift = lambda: mask_shift_of(view, labels, c, facts)  # noqa: E731
-    found = [forbidden_result("mask_on_assistant_spans", "sample", view, labels, policy, facts,
-                              forbidden_at(view, labels, policy, facts), shift, 0)]
-    if policy.completeness != "off":
+    found = [forbidden_result("mask_on_assistant_spans", "sample", view, labels, policy, facts, forbidden, shift, 0)]
+    if missing is not None:
         found.append(missing_result("mask_covers_assistant_spans", "sample", view, labels, policy, facts,
-                                    missing_at(view, labels, policy, facts, contract.max_len), shift, 0))
+                                    missing, shift, 0))
     first: dict[int, str] = {}
     for r in found:
         for reason, n in r.by_reason.items():
@@ -370,7 +367,7 @@ def learn(view: Any, labels: Labels, facts: MaskFacts, contract: Contract, prese
     if prompt:  # the prompt's tokens are context: measure what follows them
         found = mask_rules.prompt_windows(facts, view.offsets, labels,
                                           turns_of(labels, view.offsets, facts.joins_blocks), "last")
-        figures = measure(view, labels, facts, keep, _windows(len(view.ids), found[1], found[3]))
+        figures = measure(view, labels, facts, keep, mask_rules.in_ranges(len(view.ids), found[1], found[3]))
     keys, how = derive(figures, turns, prompt, tolerance)
     near, _ = nearest(keys, presets)
     unseen = [k for k in MaskPolicy.keys() if k not in keys and k not in ("optional", "convention")]

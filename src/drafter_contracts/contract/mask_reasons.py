@@ -97,7 +97,7 @@ def _in_windows(at: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return (k >= 0) & (at < hi[np.maximum(k, 0)]) if len(lo) else np.zeros(len(at), dtype=bool)
 
 
-def fold_shifted(rows: np.ndarray, at: np.ndarray, codes: np.ndarray, shift: MaskShift
+def _fold_shifted(rows: np.ndarray, at: np.ndarray, codes: np.ndarray, shift: MaskShift
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Each shifted row's offences become one: the shift's code at the row's first offending token.
 
@@ -117,7 +117,7 @@ def fold_shifted(rows: np.ndarray, at: np.ndarray, codes: np.ndarray, shift: Mas
     return rows[keep], at[keep], codes[keep], before
 
 
-def as_it_stands(result: CheckResult, before: tuple[np.ndarray, np.ndarray], view: RowView, row_offset: int,
+def _as_it_stands(result: CheckResult, before: tuple[np.ndarray, np.ndarray], view: RowView, row_offset: int,
                   text: dict[int, str], rank: dict[int, int]) -> CheckResult:
     """The shifted rows' examples (a few) name what each row breaks as it stands, folded into the one reason."""
     rows, codes = before
@@ -153,7 +153,7 @@ def _hits(flags: np.ndarray) -> np.ndarray:
     return np.flatnonzero(flags) if flags.any() else np.zeros(0, dtype=np.intp)
 
 
-def forbidden_codes(view: RowView, labels: Labels, policy: MaskPolicy, facts: MaskFacts,
+def _forbidden_codes(view: RowView, labels: Labels, policy: MaskPolicy, facts: MaskFacts,
                      at: np.ndarray) -> np.ndarray:
     """The reason code of each forbidden supervised token at ``at``: a role the policy forbids, or an allowed
     role in the wrong place. Only the failing positions are read: turn facts come from the turn level."""
@@ -189,7 +189,7 @@ def forbidden_codes(view: RowView, labels: Labels, policy: MaskPolicy, facts: Ma
     return codes
 
 
-def missing_codes(view: RowView, labels: Labels, facts: MaskFacts, at: np.ndarray) -> np.ndarray:
+def _missing_codes(view: RowView, labels: Labels, facts: MaskFacts, at: np.ndarray) -> np.ndarray:
     """The reason code of each row's first required token left out, at ``at``. A turn with no supervision at
     all is a different story (per-turn rows?) from a part left out of one."""
     codes = labels.role[at].astype(np.int16) if len(at) else np.zeros(0, np.int16)
@@ -212,7 +212,7 @@ def missing_codes(view: RowView, labels: Labels, facts: MaskFacts, at: np.ndarra
     return codes
 
 
-def missing_text(policy: MaskPolicy) -> dict[int, str]:
+def _missing_text(policy: MaskPolicy) -> dict[int, str]:
     """The words of each reason a required token is left out for, under the policy's completeness."""
     text = {int(r): f"{ROLE_NAMES[r]} token left unsupervised" for r in Role} | MISSING_TEXT
     scope = "every assistant turn" if policy.completeness == "all" else "the row's last assistant turn"
@@ -225,14 +225,14 @@ def forbidden_result(name: str, scope: str, view: RowView, labels: Labels, polic
     (a row under each), a shifted row's offences folded into the shift (``shift`` is read only when some
     token offends)."""
     rows = np.searchsorted(view.offsets, at, side="right") - 1
-    codes = forbidden_codes(view, labels, policy, facts, at)
+    codes = _forbidden_codes(view, labels, policy, facts, at)
     before: tuple[np.ndarray, np.ndarray] = (rows[:0], codes[:0])
     if len(at):
-        rows, at, codes, before = fold_shifted(rows, at, codes, shift())
+        rows, at, codes, before = _fold_shifted(rows, at, codes, shift())
     text = forbidden_text(policy)
     result = multi_reason_result(name, scope, len(view.rows), view.rows[rows], at - view.offsets[rows], codes, text,
                                  SEVERITY, row_offset)
-    return as_it_stands(result, before, view, row_offset, text, SEVERITY)
+    return _as_it_stands(result, before, view, row_offset, text, SEVERITY)
 
 
 def missing_result(name: str, scope: str, view: RowView, labels: Labels, policy: MaskPolicy, facts: MaskFacts,
@@ -240,10 +240,10 @@ def missing_result(name: str, scope: str, view: RowView, labels: Labels, policy:
     """The second rule's result from its offending tokens ``hits``: each row once, at its first token left
     out, a shifted row's offences folded into the shift."""
     rows, first = first_per_row(hits, view.offsets)
-    codes = missing_codes(view, labels, facts, view.offsets[rows] + first)
-    text = missing_text(policy)
+    codes = _missing_codes(view, labels, facts, view.offsets[rows] + first)
+    text = _missing_text(policy)
     before: tuple[np.ndarray, np.ndarray] = (rows[:0], codes[:0])
     if len(rows):
-        rows, first, codes, before = fold_shifted(rows, first, codes, shift())
+        rows, first, codes, before = _fold_shifted(rows, first, codes, shift())
     result = row_result(name, scope, len(view.rows), view.rows[rows], first, codes, text, row_offset)
-    return as_it_stands(result, before, view, row_offset, text, {LATE: 0, EARLY: 0})
+    return _as_it_stands(result, before, view, row_offset, text, {LATE: 0, EARLY: 0})

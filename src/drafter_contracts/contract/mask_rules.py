@@ -18,23 +18,22 @@ generation prompts their producer rendered (the engine holds per-turn rows to th
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from ..dataset.row_view import in_table
 from ..spans.labels import Labels, Role
-from ..spans.turns import IS_TURN, AssistantTurns, MaskFacts, assistant_turns, turns_of
+from ..spans.turns import IS_TURN, AssistantTurns, MaskFacts, turns_of
 from .mask_policy import MaskPolicy
 
 
-#: Roles a policy may allow: the turn roles and the assistant header.
-_IS_ASSISTANT = IS_TURN.copy()
-_IS_ASSISTANT[Role.ASSISTANT_HEADER] = True
+#: Roles some policy may allow: the turn roles and the assistant header; the others never carry loss.
+ALLOWABLE_ROLES = IS_TURN.copy()
+ALLOWABLE_ROLES[Role.ASSISTANT_HEADER] = True
 
 
-def _ranges(n: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def in_ranges(n: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Bool per token: inside one of the half-open ranges [lo, hi)."""
     ok = hi > lo
     delta = np.zeros(n + 1, dtype=np.int32)
@@ -138,7 +137,7 @@ def empty_reasoning_tokens(facts: MaskFacts, labels: Labels) -> np.ndarray:
     stop = (nb[np.minimum(np.searchsorted(nb, after_end), max(len(nb) - 1, 0))] if len(nb)
             else np.full(len(after_end), n))
     stop = np.where(np.searchsorted(nb, after_end) < len(nb), stop, n)
-    return _ranges(n, np.concatenate((s_pos[empty], after_end)), np.concatenate((e_pos[empty] + 1, stop)))
+    return in_ranges(n, np.concatenate((s_pos[empty], after_end)), np.concatenate((e_pos[empty] + 1, stop)))
 
 
 def _blank_assistant(facts: MaskFacts, labels: Labels) -> np.ndarray | None:
@@ -168,12 +167,12 @@ def _edge_runs(like: np.ndarray, block: np.ndarray, offsets: np.ndarray | None, 
         stop = np.full(len(edge), n, dtype=np.int64)
         has = k < len(stop_at)
         stop[has] = stop_at[k[has]]
-        return _ranges(n, edge, np.minimum(stop, hi_row))
+        return in_ranges(n, edge, np.minimum(stop, hi_row))
     k = np.searchsorted(stop_at, edge) - 1
     first = np.zeros(len(edge), dtype=np.int64)
     has = k >= 0
     first[has] = stop_at[k[has]] + 1
-    return _ranges(n, np.maximum(first, lo_row), edge)
+    return in_ranges(n, np.maximum(first, lo_row), edge)
 
 
 def separator_tokens(facts: MaskFacts, labels: Labels, offsets: np.ndarray | None = None) -> np.ndarray:
@@ -256,7 +255,7 @@ def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPol
     split_reasoning = policy.reasoning_final != policy.reasoning_earlier
     if not split_reasoning:
         table[Role.REASONING] = policy.reasoning_final
-    assert not (table & ~_IS_ASSISTANT).any()  # roles outside assistant turns are never allowed
+    assert not (table & ~ALLOWABLE_ROLES).any()  # roles outside assistant turns are never allowed
     allowed = in_table(labels.role, table)
     if split_reasoning:
         in_last = turns.last if policy.reasoning_final else ~turns.last
@@ -277,8 +276,8 @@ def allowed_tokens(labels: Labels, turns: AssistantTurns | None, policy: MaskPol
     if policy.prompt_context != "off" and facts is not None and offsets is not None:
         sel, hs, lo, _ = prompt_windows(facts, offsets, labels, turns, policy.prompt_context)
         n = len(labels.role)
-        allowed &= ~_ranges(n, hs, lo)
-        allowed |= _ranges(n, lo, turns.ends[sel] + 1)
+        allowed &= ~in_ranges(n, hs, lo)
+        allowed |= in_ranges(n, lo, turns.ends[sel] + 1)
     if policy.empty_reasoning == "context" and facts is not None:
         allowed &= ~empty_reasoning_tokens(facts, labels)
     for sep in context:
@@ -367,7 +366,7 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
         need[after[~((tok >= 0) & (tok < len(lead)) & lead[np.clip(tok, 0, len(lead) - 1)])]] = False
     if policy.prompt_context != "off":
         _, _, lo, hi = prompt_windows(facts, offsets, labels, turns, policy.prompt_context)
-        need &= ~_ranges(n, lo, hi)
+        need &= ~in_ranges(n, lo, hi)
     if policy.empty_reasoning == "optional":
         need &= ~empty_reasoning_tokens(facts, labels)
     for key, tokens in SEPARATORS:
@@ -383,7 +382,7 @@ def required_tokens(ids: np.ndarray, offsets: np.ndarray, labels: Labels, turns:
         keep = turns.is_last_turn & ~cut_elsewhere[turns.row_of_turn]
         if policy.prompt_context != "off":  # the turn's header part after the prompt counts too
             sel, _, lo, _ = prompt_windows(facts, offsets, labels, turns, policy.prompt_context)
-            keep_tok = turns.spread(keep, False, bool) | _ranges(n, lo[keep[sel]], turns.starts[sel][keep[sel]])
+            keep_tok = turns.spread(keep, False, bool) | in_ranges(n, lo[keep[sel]], turns.starts[sel][keep[sel]])
         else:
             keep_tok = turns.spread(keep, False, bool)
         need &= keep_tok

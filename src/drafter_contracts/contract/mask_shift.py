@@ -10,8 +10,8 @@ the rules as it stands, and with its mask moved one token it passes both.
 
 Pure numpy over a shard's flat buffers (``mask``, ``allowed`` and ``required`` per token, ``offsets``
 per row): a handful of whole-shard passes, no loop over rows or tokens. What may and what must be
-supervised comes from the mask rules themselves (``mask_rules.py``: :func:`mask_shift_of`), so the shift
-is judged by exactly the rules the contracts apply.
+supervised comes from the mask rules themselves (``mask_rules.py``, applied by :func:`mask_shift_of` below), so
+the shift is judged by exactly the rules the contracts apply.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def mask_shift_of(view: Any, labels: Labels | None, contract: Any, facts: MaskFa
     so no false alarm.
     """
     if view.mask is None or labels is None or not len(view.ids):
-        return MaskShift(np.zeros(len(view.rows), dtype=bool), np.zeros(len(view.rows), dtype=bool))
+        return no_shift(len(view.rows))
     facts = facts if facts is not None else MaskFacts(view.ids)
     policy = contract.mask
     allowed = ~disallowed_supervision(np.ones(len(view.ids), dtype=bool), labels, policy, view.offsets, facts=facts)

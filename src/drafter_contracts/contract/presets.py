@@ -75,11 +75,11 @@ class Decision:
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def with_preset(policy: MaskPolicy, explicit: frozenset[str], keys: dict[str, Any] | None = None) -> MaskPolicy:
-    """The one place a convention's keys are applied: ``keys`` (default: the preset of ``policy.convention``) over
+def with_preset(policy: MaskPolicy, explicit: frozenset[str], keys: dict[str, Any]) -> MaskPolicy:
+    """The one place a convention's keys are applied: ``keys`` (a preset, or the keys learnt from rows) over
     MaskPolicy's defaults, under the keys the contract or the command line set explicitly (taken from
     ``policy``, whose convention the result keeps)."""
-    fresh = dataclasses.replace(MaskPolicy(), **(PRESETS[policy.convention] if keys is None else keys))
+    fresh = dataclasses.replace(MaskPolicy(), **keys)
     return dataclasses.replace(fresh, **{k: getattr(policy, k) for k in explicit if k != "convention"},
                                convention=policy.convention)
 

@@ -25,9 +25,6 @@ from ..spans.excerpt import LEGEND, Segment, Window, render_segments, window
 from ..spans.labels import Labels
 from ..spans.turns import MaskFacts
 
-#: Decoded examples kept per contract when ``--examples`` says nothing (a run keeps ``Engine.examples``).
-MAX_DECODED = DEFAULT_EXAMPLES
-
 
 def _labels(ids: np.ndarray, oracle: Any, max_len: int) -> Labels | None:
     if oracle is None or len(ids) == 0:

@@ -168,12 +168,12 @@ def _carry_excerpts(summary: dict[str, Any], parts: list[tuple[Path, dict[str, A
     Each part decoded its first few violating rows per contract; the merged first few
     are among them, since rows sort the same way in a part as in the whole.
     """
-    from .explain import MAX_DECODED
+    from ..decoded_rows import DEFAULT_EXAMPLES
 
     found = {(name, e["row"], e["position"]): e["excerpt"] for _, d in parts
              for name, c in d.get("checks", {}).items() for e in c.get("examples", []) if "excerpt" in e}
     for name, c in summary["checks"].items():
-        for e in c["examples"][:MAX_DECODED]:
+        for e in c["examples"][:DEFAULT_EXAMPLES]:
             excerpt = found.get((name, e["row"], e["position"]))
             if excerpt is not None:
                 e["excerpt"] = excerpt
