@@ -12,6 +12,7 @@ user types, ``pytest --masker=speculators --tokenizer=DIR``, in a subprocess.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -89,6 +90,35 @@ def test_markers_are_the_templates_own_assistant_header(name: str, header: str) 
     own = next(o for o in OPENERS if header.startswith(o))
     for h in ctx.markers.headers:  # read from this template, never another family's
         assert not any(o in h for o in OPENERS if o != own), h
+
+
+def test_markers_follow_the_folders_template_whatever_the_loaded_tokenizer_carries(monkeypatch) -> None:
+    """The loaded tokenizer object can carry another template than its folder's (one object lent to many folders,
+    as the test kit does): the markers are read from the folder's template, the one every rendering passes."""
+    from drafter_contracts.tokenizer.vocabulary import load_vocabulary
+
+    name = str(rt.template_tokenizer_dir("qwen3_6"))
+    vocab = load_vocabulary(name)
+    other = copy.copy(vocab.hf_tokenizer)
+    other.chat_template = vocab.chat_template.replace("'<think>\\n' }}", "'<think>\\n\\n' }}")
+    assert other.chat_template != vocab.chat_template  # the vendor's Qwen3.5 prompt, '<think>\n\n'
+    monkeypatch.setitem(vocab.__dict__, "hf_tokenizer", other)
+    ctx = make_context(PLAIN_MASKER, name, _contract())
+    assert "<|im_start|>assistant\n<think>\n" in ctx.markers.headers, ctx.markers.describe()
+    assert "<|im_start|>assistant\n<think>\n\n" not in ctx.markers.headers, ctx.markers.describe()
+
+
+def test_the_kits_lent_tokenizer_carries_the_folders_template(monkeypatch) -> None:
+    """``template_vocabulary`` lends the vendor's loaded tokenizer to a cached vocabulary: with the folder's template,
+    so a later ``load_vocabulary`` of that folder renders what a fresh load would."""
+    from drafter_contracts.tokenizer.vocabulary import load_vocabulary
+
+    cached = load_vocabulary(str(rt.template_tokenizer_dir("qwen3_6")))
+    monkeypatch.delitem(cached.__dict__, "hf_tokenizer", raising=False)  # as in a process that never loaded it
+    vocab = rt.template_vocabulary("qwen3_6")
+    assert vocab is cached
+    assert vocab.hf_tokenizer.chat_template == rt.template_text("qwen3_6")
+    assert rt.load_template_tokenizer("qwen3_6").chat_template != rt.template_text("qwen3_6")  # what it lends
 
 
 def test_strategies_type_the_header_often_enough() -> None:

@@ -92,6 +92,8 @@ def make_context(masker_spec: str, name: str, contract: Any, *, explicit_contrac
     pytest: the tests and benchmarks build it for each real template in one process."""
     vocab = load_vocabulary(name)
     tokenizer = copy.copy(vocab.hf_tokenizer)  # the runtime's one loader (its fallbacks for older transformers)
+    if vocab.chat_template is not None:  # the folder's template is the one under test, as every rendering passes it
+        tokenizer.chat_template = vocab.chat_template
     if not getattr(tokenizer, "chat_template", None):
         raise UsageProblem(f"--tokenizer {name}: has no chat template; "
                            "the properties compare against the tokenizer's own rendering")
