@@ -291,12 +291,12 @@ def count_typed_marker_leaks(corpus: ModuleType, name: str, n: int, oracle: Any 
     from drafter_contracts.spans import make_oracle
     from drafter_contracts.spans.learn.truth import CharClass, TemplateRejected, TruthUnavailable, render_truth
 
+    from .real_templates import carrying
     from .speculators_producer import load_preprocessing, speculators_rows
 
     vocab = corpus.template_vocabulary(name)
     oracle = oracle or make_oracle(vocab, "auto")
-    tok = corpus.load_template_tokenizer(name)
-    tok.chat_template = corpus.template_text(name)
+    tok = carrying(corpus.load_template_tokenizer(name), corpus.template_text(name))
     if typed is None:
         headers, _ = marker_texts(oracle, vocab)
         typed = next(h for h, role in headers.items() if role == "assistant")

@@ -243,6 +243,18 @@ def test_every_default_job_is_in_the_matrix() -> None:
     assert not set(rt.TEXT_MARKED) & {j.template for j in ALL.values()}
 
 
+def test_a_dataset_builds_from_any_working_folder(tmp_path: Path, monkeypatch) -> None:
+    """The build runs in a subprocess (each producer's code in a process of its own); pytester's tests call it from a
+    temporary folder, where ``python -m drafter_testkit...`` finds nothing unless the process starts at the checkout."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DRAFTER_CONTRACTS_CACHE", str(tmp_path / "cache"))  # nothing built yet, whatever ran before
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    job = rp.Job("generation-tags", "qwen3_6_training")
+    rp.ensure([job], n=2)
+    assert (rp.job_dir(job, 2) / "rows.json").is_file()
+    assert rp.job_dir(job, 2).is_relative_to(tmp_path / "cache")
+
+
 # --------------------------------------------------------------------------- the truth's judgement itself
 
 
